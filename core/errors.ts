@@ -1,0 +1,148 @@
+/**
+ * The coded error registry. Every error this project raises on purpose is a
+ * {@link ContinuityError} with a stable `code` from {@link ERROR_CODES}; codes are
+ * never reused or renamed (fastify's `FST_ERR_*` registry is the model), and
+ * `docs/errors.md` lists each one with its fix (a test keeps the two in sync).
+ */
+
+/** One registry entry: the message prefix, whether a retry can help, HTTP status, and the fix. */
+export interface ErrorSpec {
+  readonly message: string;
+  /** True when the same call may succeed later (transient I/O); programming and input errors are false. */
+  readonly retriable: boolean;
+  /** Status an HTTP API answers with when this error reaches it. */
+  readonly httpStatus: number;
+  /** What the operator should do. */
+  readonly fix: string;
+}
+
+export const ERROR_CODES = {
+  CONT_ERR_CONFIG: {
+    message: 'invalid configuration',
+    retriable: false,
+    httpStatus: 500,
+    fix: 'Correct the named environment variable or flag; `continuity --help` lists them.',
+  },
+  CONT_ERR_STORE_LOCKED: {
+    message: 'the embedded data directory is in use by another process',
+    retriable: true,
+    httpStatus: 503,
+    fix: 'Stop the other process (often `continuity serve`), reach the store through its HTTP API, or pass a different --data-dir.',
+  },
+  CONT_ERR_STORE_UNAVAILABLE: {
+    message: 'the ClickHouse store cannot be reached',
+    retriable: true,
+    httpStatus: 503,
+    fix: 'Check CLICKHOUSE_URL, credentials and that the server is up; for the embedded store check the data directory is writable.',
+  },
+  CONT_ERR_STORE_QUERY: {
+    message: 'the store rejected a statement',
+    retriable: false,
+    httpStatus: 400,
+    fix: 'Read the ClickHouse error in `cause`; for ad hoc SQL fix the statement.',
+  },
+  CONT_ERR_MIGRATION: {
+    message: 'a schema migration failed or was edited after it was applied',
+    retriable: false,
+    httpStatus: 500,
+    fix: 'Migrations are append-only: restore the edited file and add a new numbered migration instead.',
+  },
+  CONT_ERR_READONLY: {
+    message: 'ad hoc SQL is read-only; the store refused a write',
+    retriable: false,
+    httpStatus: 403,
+    fix: 'Use SELECT (or SHOW/DESCRIBE/EXPLAIN). Writes go through `continuity import` or the ingest gateway.',
+  },
+  CONT_ERR_QUERY_UNKNOWN: {
+    message: 'no named query has this name',
+    retriable: false,
+    httpStatus: 404,
+    fix: '`continuity query --list` prints the named queries.',
+  },
+  CONT_ERR_QUERY_PARAM: {
+    message: 'a query parameter is missing or has the wrong type',
+    retriable: false,
+    httpStatus: 400,
+    fix: 'Pass each parameter as --param name=value with the type the query declares (`continuity query --list`).',
+  },
+  CONT_ERR_INPUT_UNREADABLE: {
+    message: 'an input file cannot be read',
+    retriable: false,
+    httpStatus: 400,
+    fix: 'Check the path and permissions; gzip files must end in .gz or start with the gzip magic bytes.',
+  },
+  CONT_ERR_NOTHING_IMPORTED: {
+    message: 'no line of the input could be read as a proxy log entry',
+    retriable: false,
+    httpStatus: 400,
+    fix: 'Check that the file is a Caddy v2 JSON access log (`log { format json }`); the rejected-line report says why each line failed.',
+  },
+  CONT_ERR_EVENT_INVALID: {
+    message: 'an event does not satisfy the event contract',
+    retriable: false,
+    httpStatus: 400,
+    fix: 'Fix the producer; the issue list names each field and rule (DESIGN §3).',
+  },
+  CONT_ERR_SHUTDOWN: {
+    message: 'the component is shutting down',
+    retriable: true,
+    httpStatus: 503,
+    fix: 'Retry against another instance or after restart.',
+  },
+} as const satisfies Record<string, ErrorSpec>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+/**
+ * A coded error. `code` is stable across releases; `retriable` tells the shared
+ * retry helper whether to try again; `httpStatus` is what an HTTP API answers.
+ */
+export class ContinuityError extends Error {
+  readonly code: ErrorCode;
+  readonly retriable: boolean;
+  readonly httpStatus: number;
+  /** Structured context (paths, names, issue lists) for logs and API bodies. */
+  readonly details: Readonly<Record<string, unknown>>;
+
+  constructor(code: ErrorCode, detail?: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
+    const spec = ERROR_CODES[code];
+    super(detail ? `${spec.message}: ${detail}` : spec.message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'ContinuityError';
+    this.code = code;
+    this.retriable = spec.retriable;
+    this.httpStatus = spec.httpStatus;
+    this.details = Object.freeze({ ...(options.details ?? {}) });
+  }
+
+  /** The fix text from the registry. */
+  get fix(): string {
+    return ERROR_CODES[this.code].fix;
+  }
+
+  /** A JSON body for HTTP APIs: `{ code, message, fix, details }`. */
+  toJSON(): { code: ErrorCode; message: string; fix: string; details: Readonly<Record<string, unknown>> } {
+    return { code: this.code, message: this.message, fix: this.fix, details: this.details };
+  }
+}
+
+/** True when `err` is a {@link ContinuityError}, optionally with the given code. */
+export function isContinuityError(err: unknown, code?: ErrorCode): err is ContinuityError {
+  return err instanceof ContinuityError && (code === undefined || err.code === code);
+}
+
+/** Renders the registry as the Markdown table in `docs/errors.md`. */
+export function renderErrorDocs(): string {
+  const rows = Object.entries(ERROR_CODES).map(
+    ([code, spec]) => `| \`${code}\` | ${spec.message} | ${spec.retriable ? 'yes' : 'no'} | ${spec.httpStatus} | ${spec.fix} |`,
+  );
+  return [
+    '# Error codes',
+    '',
+    'Generated from `core/errors.ts` (`npm run docs:errors`); a test fails when this file is stale.',
+    '',
+    '| code | meaning | retriable | HTTP | fix |',
+    '| --- | --- | --- | --- | --- |',
+    ...rows,
+    '',
+  ].join('\n');
+}

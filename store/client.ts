@@ -1,0 +1,265 @@
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { createChdbConnection } from 'chdb/connection';
+import type { Config } from '../core/config.ts';
+import { ContinuityError } from '../core/errors.ts';
+
+/**
+ * The store: every read and write goes through one `@clickhouse/client`, backed
+ * either by the embedded engine (chDB through `chdb/connection`, persisted in the
+ * data directory) or by a ClickHouse server (`CLICKHOUSE_URL`). SQL is ClickHouse's,
+ * compatible with server 24.8 LTS and later.
+ *
+ * Settings never travel as per-request `clickhouse_settings`: through
+ * `chdb/connection` those become `SET` statements that persist in the embedded
+ * session (verified with chdb 3.4.0 — one `readonly=1` query makes every later
+ * insert fail; one `insert_deduplication_token` silently drops later inserts;
+ * one `max_result_rows` caps all later queries). Every per-statement setting is
+ * therefore written as an inline `SETTINGS` clause, which ClickHouse scopes to
+ * that statement in both modes. `test/store-settings.test.ts` pins this.
+ */
+export interface Store {
+  readonly mode: 'embedded' | 'server';
+  /** The data directory (embedded) or server URL (server), for messages. */
+  readonly location: string;
+  /** The underlying client; prefer the methods below, which keep settings from leaking. */
+  readonly client: ClickHouseClient;
+
+  /**
+   * Runs a SELECT with bound `{name:Type}` parameters and returns typed rows.
+   * 64-bit integers and decimals come back as JS numbers when they fit in 2^53.
+   * @throws ContinuityError CONT_ERR_STORE_QUERY (rejected SQL) or CONT_ERR_STORE_UNAVAILABLE.
+   */
+  query<T = Record<string, unknown>>(sql: string, params?: Record<string, unknown>): Promise<T[]>;
+
+  /** Runs a statement that returns no rows (DDL, INSERT … SELECT). */
+  command(sql: string, params?: Record<string, unknown>): Promise<void>;
+
+  /**
+   * Inserts a JSONEachRow body (one JSON object per line) into `table`.
+   * @param dedupToken insert_deduplication_token: a retried batch with the same
+   *   token is stored once (tables declare a deduplication window).
+   */
+  insertJsonEachRow(table: string, body: string, options?: { dedupToken?: string }): Promise<void>;
+
+  /**
+   * Ad hoc SQL, read-only as enforced by the store itself (`readonly=1`), with a
+   * row limit and an execution-time limit.
+   * @returns the raw output in `format` (any ClickHouse output format name).
+   * @throws ContinuityError CONT_ERR_READONLY for writes, CONT_ERR_STORE_QUERY otherwise.
+   */
+  readOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }): Promise<Buffer>;
+
+  close(): Promise<void>;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const TOKEN = /^[A-Za-z0-9:._\-/]{1,200}$/;
+const FORMAT = /^[A-Za-z][A-Za-z0-9]*$/;
+
+/**
+ * Opens the store described by `config`: a server when `config.clickhouse` is set,
+ * otherwise the embedded engine in `config.dataDir`.
+ * @throws ContinuityError CONT_ERR_STORE_LOCKED when another process owns the data
+ *   directory; CONT_ERR_STORE_UNAVAILABLE when the store cannot be opened or reached.
+ */
+export async function openStore(config: Config): Promise<Store> {
+  if (config.clickhouse) {
+    const { url, username, password, database } = config.clickhouse;
+    if (database !== 'default') {
+      const bootstrap = createClient({ url, username, password });
+      try {
+        await bootstrap.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}` });
+      } catch (err) {
+        throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url}: ${(err as Error).message}`, { cause: err });
+      } finally {
+        await bootstrap.close();
+      }
+    }
+    const client = createClient({ url, username, password, database, request_timeout: 300_000 });
+    const ping = await client.ping();
+    if (!ping.success) {
+      await client.close();
+      throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url}: ${ping.error.message}`, { cause: ping.error });
+    }
+    return wrap(client, 'server', url);
+  }
+  mkdirSync(config.dataDir, { recursive: true });
+  const dbPath = join(config.dataDir, 'clickhouse');
+  let connection;
+  try {
+    connection = createChdbConnection({ path: dbPath });
+  } catch (err) {
+    throw storeOpenError(dbPath, err);
+  }
+  return wrap(createClient({ connection }), 'embedded', config.dataDir);
+}
+
+/**
+ * Turns chDB's open failure into a coded error. The engine locks `<dir>/status`
+ * (its text names the owning PID) and refuses a second owner with "Cannot lock
+ * file …/status"; the JS error only says the connection failed, so the status
+ * file tells which case this is.
+ */
+function storeOpenError(dbPath: string, err: unknown): ContinuityError {
+  const statusFile = join(dbPath, 'status');
+  const owner = existsSync(statusFile) ? /PID:\s*(\d+)/.exec(readFileSync(statusFile, 'utf8'))?.[1] : undefined;
+  if (owner !== undefined && Number(owner) !== process.pid && isAlive(Number(owner))) {
+    return new ContinuityError(
+      'CONT_ERR_STORE_LOCKED',
+      `${dbPath} is owned by process ${owner}; stop it, use its HTTP API (continuity serve), or pass another --data-dir`,
+      { cause: err, details: { dataDir: dbPath, ownerPid: Number(owner) } },
+    );
+  }
+  if (owner !== undefined && Number(owner) === process.pid) {
+    return new ContinuityError(
+      'CONT_ERR_STORE_LOCKED',
+      `${dbPath}: this process already has an embedded store open on another directory (the engine allows one per process)`,
+      { cause: err, details: { dataDir: dbPath } },
+    );
+  }
+  return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${dbPath}: ${(err as Error).message}`, { cause: err });
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+function wrap(client: ClickHouseClient, mode: Store['mode'], location: string): Store {
+  const fail = (err: unknown, sql: string): ContinuityError => {
+    if (err instanceof ContinuityError) return err;
+    const e = err as Error & { code?: string; type?: string };
+    const message = e.message ?? String(err);
+    if (/readonly mode|READONLY/i.test(message) || e.type === 'READONLY') {
+      return new ContinuityError('CONT_ERR_READONLY', firstLine(message), { cause: err });
+    }
+    if (/ECONNREFUSED|ECONNRESET|socket hang up|Timeout error|closed/i.test(message)) {
+      return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${location}: ${firstLine(message)}`, { cause: err });
+    }
+    return new ContinuityError('CONT_ERR_STORE_QUERY', firstLine(message), { cause: err, details: { sql: sql.slice(0, 500) } });
+  };
+
+  return {
+    mode,
+    location,
+    client,
+    async query<T>(sql: string, params: Record<string, unknown> = {}): Promise<T[]> {
+      try {
+        const rs = await client.query({ query: sql, format: 'JSONCompactEachRowWithNamesAndTypes', query_params: params });
+        return decodeCompact<T>(await rs.text());
+      } catch (err) {
+        throw fail(err, sql);
+      }
+    },
+    async command(sql: string, params: Record<string, unknown> = {}): Promise<void> {
+      try {
+        await client.command({ query: sql, query_params: params });
+      } catch (err) {
+        throw fail(err, sql);
+      }
+    },
+    async insertJsonEachRow(table: string, body: string, options: { dedupToken?: string } = {}): Promise<void> {
+      if (!IDENTIFIER.test(table)) throw new RangeError(`not a table name: ${table}`);
+      if (body.length === 0) return;
+      let settings = '';
+      if (options.dedupToken !== undefined) {
+        if (!TOKEN.test(options.dedupToken)) throw new RangeError(`not a deduplication token: ${options.dedupToken}`);
+        settings = ` SETTINGS insert_deduplicate = 1, insert_deduplication_token = '${options.dedupToken}'`;
+      }
+      const sql = `INSERT INTO ${table}${settings} FORMAT JSONEachRow`;
+      try {
+        const result = await client.exec({ query: sql, values: Readable.from([body]) });
+        result.stream.resume();
+      } catch (err) {
+        throw fail(err, sql);
+      }
+    },
+    async readOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }): Promise<Buffer> {
+      if (!FORMAT.test(options.format)) throw new RangeError(`not a format name: ${options.format}`);
+      const statement = await singleStatement(client, sql).catch((err: unknown) => {
+        throw fail(err, sql);
+      });
+      const maxRows = Math.max(1, Math.floor(options.maxRows));
+      const maxSeconds = Math.max(1, Math.floor(options.maxExecutionS));
+      // The statement becomes a subquery: anything but a query (INSERT, ALTER, SET,
+      // a second statement) is a syntax error, and readonly=1 applies to all of it,
+      // so table functions that read or write files are refused by the engine too.
+      const wrapped =
+        `SELECT * FROM (\n${statement}\n) LIMIT ${maxRows}\n` +
+        `SETTINGS readonly = 1, max_execution_time = ${maxSeconds}\nFORMAT ${options.format}`;
+      try {
+        const rs = await client.exec({ query: wrapped });
+        const chunks: Buffer[] = [];
+        for await (const chunk of rs.stream) chunks.push(chunk as Buffer);
+        return Buffer.concat(chunks);
+      } catch (err) {
+        const e = fail(err, sql);
+        if (e.code === 'CONT_ERR_STORE_QUERY' && /Syntax error/i.test(e.message) && !/^\s*(SELECT|WITH|SHOW|DESC|EXPLAIN|\()/i.test(statement)) {
+          throw new ContinuityError('CONT_ERR_READONLY', 'only queries can run as ad hoc SQL', { cause: err });
+        }
+        throw e;
+      }
+    },
+    async close(): Promise<void> {
+      await client.close();
+    },
+  };
+}
+
+/**
+ * Asks the engine to parse `sql` as exactly one statement (`formatQuery` refuses
+ * multi-statements) and returns its canonical text without a trailing FORMAT.
+ */
+async function singleStatement(client: ClickHouseClient, sql: string): Promise<string> {
+  const rs = await client.query({
+    query: 'SELECT formatQuerySingleLine({sql:String}) AS q',
+    format: 'JSONEachRow',
+    query_params: { sql },
+  });
+  const rows = (await rs.json()) as Array<{ q: string }>;
+  const q = rows[0]?.q ?? '';
+  if (/^\s*(INSERT|ALTER|CREATE|DROP|TRUNCATE|RENAME|OPTIMIZE|SYSTEM|KILL|GRANT|REVOKE|SET|USE|DELETE|UPDATE|ATTACH|DETACH|EXCHANGE|UNDROP|BACKUP|RESTORE)\b/i.test(q)) {
+    // Not a parse-based permission check: the engine would refuse these under
+    // readonly=1 anyway; naming the error early keeps the message clear.
+    throw new ContinuityError('CONT_ERR_READONLY', `the store refuses ${q.split(/\s/)[0]} under readonly=1`);
+  }
+  return q.replace(/\s+FORMAT\s+\w+\s*$/i, '');
+}
+
+function firstLine(message: string): string {
+  return message.split('\n')[0]!.slice(0, 500);
+}
+
+/**
+ * Decodes JSONCompactEachRowWithNamesAndTypes text: numbers that ClickHouse
+ * quotes (Int64, UInt64, Decimal) become JS numbers when exactly representable.
+ */
+export function decodeCompact<T>(text: string): T[] {
+  const lines = text.split('\n').filter((l) => l.length > 0);
+  if (lines.length < 2) return [];
+  const names = JSON.parse(lines[0]!) as string[];
+  const types = JSON.parse(lines[1]!) as string[];
+  const numeric = types.map((t) => /^(Nullable\()?(U?Int(64|128|256)|Decimal)/.test(t));
+  const out: T[] = [];
+  for (let i = 2; i < lines.length; i++) {
+    const values = JSON.parse(lines[i]!) as unknown[];
+    const row: Record<string, unknown> = {};
+    for (let c = 0; c < names.length; c++) {
+      let v = values[c];
+      if (numeric[c] && typeof v === 'string') {
+        const n = Number(v);
+        if (Number.isSafeInteger(n) || !/^-?\d+$/.test(v)) v = n;
+      }
+      row[names[c]!] = v;
+    }
+    out.push(row as T);
+  }
+  return out;
+}

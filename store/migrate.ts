@@ -1,0 +1,102 @@
+import { createHash } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import { ContinuityError } from '../core/errors.ts';
+import type { Store } from './client.ts';
+
+const MIGRATIONS_DIR = fileURLToPath(new URL('../schema/migrations/', import.meta.url));
+
+/** One numbered migration file `NNNN_name.sql`. */
+export interface Migration {
+  readonly version: number;
+  readonly name: string;
+  readonly sql: string;
+  /** SHA-256 of the file text; an applied migration whose file changed is refused. */
+  readonly checksum: string;
+}
+
+/** Reads `schema/migrations/NNNN_*.sql` in version order. */
+export function loadMigrations(dir: string = MIGRATIONS_DIR): Migration[] {
+  return readdirSync(dir)
+    .filter((f) => /^\d{4}_[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((file) => {
+      const sql = readFileSync(dir + file, 'utf8');
+      return {
+        version: Number(file.slice(0, 4)),
+        name: file.slice(5, -4),
+        sql,
+        checksum: createHash('sha256').update(sql).digest('hex'),
+      };
+    });
+}
+
+/** Splits a migration into statements: `;` at the end of a line ends one; `--` comments are dropped. */
+export function splitStatements(sql: string): string[] {
+  const withoutComments = sql
+    .split('\n')
+    .map((line) => line.replace(/^\s*--.*$/, ''))
+    .join('\n');
+  return withoutComments
+    .split(/;\s*(?:\n|$)/)
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+/**
+ * Applies pending migrations in order and records each in `schema_migrations`;
+ * statements are idempotent (`IF NOT EXISTS`), so two processes racing here
+ * converge. Then applies the configured retention TTL.
+ * @returns the versions applied by this call.
+ * @throws ContinuityError CONT_ERR_MIGRATION when an applied file was edited or a statement fails.
+ */
+export async function migrate(store: Store, options: { retentionDays?: number; migrations?: Migration[] } = {}): Promise<number[]> {
+  await store.command(
+    `CREATE TABLE IF NOT EXISTS schema_migrations
+     (version UInt32, name String, checksum String, applied_at DateTime64(3, 'UTC') DEFAULT now64(3))
+     ENGINE = ReplacingMergeTree ORDER BY version`,
+  );
+  const applied = new Map(
+    (await store.query<{ version: number; checksum: string }>('SELECT version, checksum FROM schema_migrations FINAL')).map((r) => [
+      r.version,
+      r.checksum,
+    ]),
+  );
+  const done: number[] = [];
+  for (const m of options.migrations ?? loadMigrations()) {
+    const recorded = applied.get(m.version);
+    if (recorded !== undefined) {
+      if (recorded !== m.checksum) {
+        throw new ContinuityError('CONT_ERR_MIGRATION', `${String(m.version).padStart(4, '0')}_${m.name}.sql changed after it was applied`);
+      }
+      continue;
+    }
+    for (const statement of splitStatements(m.sql)) {
+      try {
+        await store.command(statement);
+      } catch (err) {
+        throw new ContinuityError('CONT_ERR_MIGRATION', `${m.version}_${m.name}: ${(err as Error).message}`, { cause: err });
+      }
+    }
+    await store.insertJsonEachRow('schema_migrations', JSON.stringify({ version: m.version, name: m.name, checksum: m.checksum }));
+    done.push(m.version);
+  }
+  if (options.retentionDays !== undefined) await applyRetention(store, options.retentionDays);
+  return done;
+}
+
+/**
+ * Sets the events TTL to `days` (0 removes it). Only issues an ALTER when the
+ * table's TTL differs, since a TTL change is a metadata mutation.
+ */
+export async function applyRetention(store: Store, days: number): Promise<void> {
+  const [row] = await store.query<{ q: string }>(
+    `SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = 'events'`,
+  );
+  if (!row) return;
+  const current = /TTL toDateTime\(ts\) \+ (?:INTERVAL (\d+) DAY|toIntervalDay\((\d+)\))/.exec(row.q);
+  const currentDays = current ? Number(current[1] ?? current[2]) : 0;
+  if (currentDays === days) return;
+  if (days === 0) await store.command('ALTER TABLE events REMOVE TTL');
+  else await store.command(`ALTER TABLE events MODIFY TTL toDateTime(ts) + toIntervalDay(${Math.floor(days)})`);
+}
