@@ -94,7 +94,10 @@ export async function openStore(config: Config): Promise<Store> {
   } catch (err) {
     throw storeOpenError(dbPath, err);
   }
-  return wrap(createClient({ connection }), 'embedded', config.dataDir);
+  // chdb ships its Connection typed against @clickhouse/client-common, which
+  // @clickhouse/client 1.23 bundles under another path: same shape, two declarations.
+  type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
+  return wrap(createClient({ connection: connection as unknown as ClientConnection }), 'embedded', config.dataDir);
 }
 
 /**
