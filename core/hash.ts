@@ -59,3 +59,12 @@ export function loadOrCreateKeyFile(path: string): Buffer {
     return key;
   }
 }
+
+/**
+ * The deployment's hasher: `CONTINUITY_HASH_KEY` when set, otherwise the key kept
+ * in `<data-dir>/hash.key` (created on first use).
+ */
+export function hasherForConfig(config: { hashKeyHex?: string | undefined; dataDir: string }): KeyedHasher {
+  const key = config.hashKeyHex ? Buffer.from(config.hashKeyHex, 'hex') : loadOrCreateKeyFile(`${config.dataDir}/hash.key`);
+  return createKeyedHasher(key);
+}

@@ -3,5 +3,5 @@ export { loadConfig, ConfigSchema } from './config.ts';
 export type { Config, ConfigFlags } from './config.ts';
 export { ContinuityError, ERROR_CODES, isContinuityError, renderErrorDocs } from './errors.ts';
 export type { ErrorCode, ErrorSpec } from './errors.ts';
-export { createKeyedHasher, loadOrCreateKeyFile } from './hash.ts';
+export { createKeyedHasher, hasherForConfig, loadOrCreateKeyFile } from './hash.ts';
 export type { KeyedHasher } from './hash.ts';
