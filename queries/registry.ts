@@ -1,0 +1,187 @@
+import { readFileSync } from 'node:fs';
+import { z } from 'zod';
+import { ContinuityError } from '../core/errors.ts';
+import type { Store } from '../store/index.ts';
+
+/**
+ * Named queries (DESIGN §4): plain ClickHouse SQL in `queries/sql/<name>.sql`
+ * with `{name:Type}` placeholders. Values are always bound by the engine, never
+ * pasted into the text. Each query declares its parameters (zod, with defaults)
+ * and its row shape (column → ClickHouse type), which `continuity query --list`
+ * and the HTTP API print.
+ */
+export interface NamedQuery {
+  readonly name: string;
+  readonly description: string;
+  /** Parameter schema; CLI strings are coerced. */
+  readonly params: z.ZodObject;
+  /** ClickHouse type of each parameter, as written in the SQL placeholders. */
+  readonly paramTypes: Readonly<Record<string, string>>;
+  /** Row shape: column name → ClickHouse type. */
+  readonly columns: Readonly<Record<string, string>>;
+}
+
+/** µs-precision UTC time: an ISO-8601 string, 'YYYY-MM-DD hh:mm:ss[.ffffff]', or seconds since the epoch. */
+const Time = z.union([z.number(), z.string().min(1)]).transform((v, ctx) => {
+  const d = typeof v === 'number' ? new Date(v * 1000) : new Date(/^\d+(\.\d+)?$/.test(v) ? Number(v) * 1000 : v.includes('T') || v.endsWith('Z') ? v : v.replace(' ', 'T') + 'Z');
+  if (Number.isNaN(d.getTime())) {
+    ctx.addIssue({ code: 'custom', message: 'a time: ISO-8601, "YYYY-MM-DD hh:mm:ss" (UTC) or epoch seconds' });
+    return z.NEVER;
+  }
+  return d.toISOString().replace('T', ' ').replace('Z', '');
+});
+
+const pathList = z
+  .union([z.array(z.string()), z.string()])
+  .transform((v) => (Array.isArray(v) ? v : v.split(',').map((s) => s.trim()).filter(Boolean)))
+  .pipe(z.array(z.string().startsWith('/')));
+
+/** Parameters every named query takes. */
+export const CommonParams = z.object({
+  t_from: Time.default('1970-01-01 00:00:00'),
+  t_to: Time.default('2200-01-01 00:00:00'),
+  service: z.string().max(256).default(''),
+  environment: z.string().max(256).default(''),
+  mcp_paths: pathList.default([]),
+});
+const commonTypes = {
+  t_from: 'DateTime64(6)',
+  t_to: 'DateTime64(6)',
+  service: 'String',
+  environment: 'String',
+  mcp_paths: 'Array(String)',
+} as const;
+
+const windowParam = { window_s: z.coerce.number().positive().max(86_400).default(10) };
+
+function define(name: string, description: string, extra: z.ZodRawShape, extraTypes: Record<string, string>, columns: Record<string, string>): NamedQuery {
+  return { name, description, params: CommonParams.extend(extra), paramTypes: { ...commonTypes, ...extraTypes }, columns };
+}
+
+/** The named queries, by name. */
+export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze({
+  restarts: define('restarts', 'Each restart with its evidence, downtime and the proxy 5xx in its gap.', {}, {}, {
+    service: 'String',
+    source: 'String',
+    evidence: 'String',
+    down_from: 'DateTime64(6)',
+    up_at: 'Nullable(DateTime64(6))',
+    downtime_s: 'Nullable(Float64)',
+    proxy_5xx: 'UInt64',
+    proxy_5xx_post: 'UInt64',
+    proxy_5xx_get: 'UInt64',
+    sessions_refused: 'UInt64',
+  }),
+  refused_misses: define(
+    'refused_misses',
+    'Refused misses per boot by reason, status and method, and what the same session did next.',
+    windowParam,
+    { window_s: 'Float64' },
+    {
+      boot: 'UInt64',
+      boot_at: 'Nullable(DateTime64(6))',
+      reason: 'String',
+      http_status: 'UInt16',
+      http_method: 'String',
+      next: 'String',
+      misses: 'UInt64',
+      sessions: 'UInt64',
+    },
+  ),
+  remint_pairs: define('remint_pairs', 'Distinct stale → replacement session pairs, adopted or orphaned.', windowParam, { window_s: 'Float64' }, {
+    stale_session_key: 'String',
+    replacement_session_key: 'String',
+    mode: 'String',
+    inferred: 'UInt8',
+    refused_at: 'DateTime64(6)',
+    reinitialized_at: 'DateTime64(6)',
+    recovery_s: 'Float64',
+    adopted: 'Bool',
+  }),
+  auth_challenges: define(
+    'auth_challenges',
+    'Authentication challenges by hour, user agent and class, judged benign, lost, loop or unresolved.',
+    {
+      auth_window_s: z.coerce.number().positive().max(86_400).default(60),
+      loop_min: z.coerce.number().int().min(2).max(1000).default(3),
+    },
+    { auth_window_s: 'Float64', loop_min: 'UInt32' },
+    { hour: 'DateTime', user_agent: 'String', challenge_class: 'String', http_status: 'UInt16', verdict: 'String', challenges: 'UInt64' },
+  ),
+  proxy_errors: define('proxy_errors', 'Proxy-generated 5xx per restart gap and the gap duration distribution.', {}, {}, {
+    service: 'String',
+    first_5xx: 'DateTime64(6)',
+    last_5xx: 'DateTime64(6)',
+    gap_s: 'Nullable(Float64)',
+    proxy_5xx: 'UInt64',
+    proxy_5xx_post: 'UInt64',
+    proxy_5xx_get: 'UInt64',
+    gap_p50_s: 'Nullable(Float64)',
+    gap_max_s: 'Nullable(Float64)',
+  }),
+  session_continuity: define(
+    'session_continuity',
+    'Sessions minted but unused, stale, recovered, unrecovered, abandoned after failure, surviving restarts; by user-agent family and origin.',
+    windowParam,
+    { window_s: 'Float64' },
+    {
+      ua_family: 'String',
+      origin: 'String',
+      sessions: 'UInt64',
+      minted_unused: 'UInt64',
+      stale: 'UInt64',
+      recovered: 'UInt64',
+      unrecovered_stale: 'UInt64',
+      abandoned_after_failure: 'UInt64',
+      survived_1: 'UInt64',
+      survived_2: 'UInt64',
+    },
+  ),
+});
+
+const sqlCache = new Map<string, string>();
+
+/** The SQL text of a named query. */
+export function querySql(name: string): string {
+  let sql = sqlCache.get(name);
+  if (sql === undefined) {
+    sql = readFileSync(new URL(`./sql/${name}.sql`, import.meta.url), 'utf8');
+    sqlCache.set(name, sql);
+  }
+  return sql;
+}
+
+/** Looks up a named query. @throws ContinuityError CONT_ERR_QUERY_UNKNOWN */
+export function getQuery(name: string): NamedQuery {
+  const q = Object.hasOwn(NAMED_QUERIES, name) ? NAMED_QUERIES[name] : undefined;
+  if (!q) throw new ContinuityError('CONT_ERR_QUERY_UNKNOWN', `${JSON.stringify(name)}; known: ${Object.keys(NAMED_QUERIES).join(', ')}`);
+  return q;
+}
+
+/**
+ * Validates `params` for query `name` (unknown names are refused) and applies defaults.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM listing each problem.
+ */
+export function bindParams(name: string, params: Record<string, unknown>): Record<string, unknown> {
+  const q = getQuery(name);
+  const unknown = Object.keys(params).filter((k) => !(k in q.paramTypes));
+  if (unknown.length > 0) {
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name} takes no parameter ${unknown.join(', ')}; it takes ${Object.keys(q.paramTypes).join(', ')}`);
+  }
+  const parsed = q.params.safeParse(params);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name}: ${issues.join('; ')}`, { details: { issues } });
+  }
+  return parsed.data as Record<string, unknown>;
+}
+
+/**
+ * Runs a named query with bound parameters.
+ * @returns rows shaped as the query's `columns` declare.
+ * @throws ContinuityError CONT_ERR_QUERY_UNKNOWN, CONT_ERR_QUERY_PARAM, or a store error.
+ */
+export async function runQuery<T = Record<string, unknown>>(store: Store, name: string, params: Record<string, unknown> = {}): Promise<T[]> {
+  const bound = bindParams(name, params);
+  return store.query<T>(querySql(name), bound);
+}

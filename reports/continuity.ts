@@ -1,0 +1,192 @@
+import { runQuery } from '../queries/index.ts';
+import type { Store } from '../store/index.ts';
+
+/** Lines read by the import(s) the report covers. */
+export interface LineCounts {
+  read: number;
+  parsed: number;
+  rejected: number;
+  skipped: number;
+}
+
+/**
+ * The session-continuity report: what `continuity analyze` and `continuity report`
+ * print. Every number comes from the named queries (DESIGN §4) over the stored
+ * events; `--json` prints this object. Counts are events or distinct sessions as
+ * named; times are ISO-8601 UTC; durations are seconds.
+ */
+export interface ContinuityReport {
+  range: { t_from: string; t_to: string; service: string; environment: string };
+  lines: LineCounts;
+  restarts: { inferred: number; list: Array<Record<string, unknown>> };
+  proxy_errors: { proxy_generated: number; gaps: number; gap_p50_s: number | null; gap_max_s: number | null };
+  refused_misses: {
+    total: number;
+    sessions: number;
+    by_reason: Record<string, number>;
+    by_status: Record<string, number>;
+    by_next: Record<string, number>;
+  };
+  remint_pairs: { distinct: number; adopted: number; orphaned: number; inferred: number };
+  sessions: {
+    total: number;
+    minted_unused: number;
+    stale: number;
+    recovered: number;
+    unrecovered_stale: number;
+    abandoned_after_failure: number;
+    survived_1_restart: number;
+    survived_2_restarts: number;
+    by_ua_family: Array<Record<string, unknown>>;
+  };
+  auth_challenges: {
+    total: number;
+    missing_credential: number;
+    invalid_token: number;
+    expired_token: number;
+    insufficient_scope: number;
+    invalid_request: number;
+    other: number;
+    by_verdict: Record<string, number>;
+  };
+  /** Plain-language findings for the on-call reader, most important first. */
+  findings: string[];
+}
+
+/** Query parameters shared by all sections (see queries/registry.ts CommonParams). */
+export type ReportParams = Record<string, unknown>;
+
+const num = (v: unknown): number => (typeof v === 'number' ? v : Number(v ?? 0));
+
+function tally(rows: Array<Record<string, unknown>>, key: string, value: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of rows) out[String(r[key])] = (out[String(r[key])] ?? 0) + num(r[value]);
+  return out;
+}
+
+/**
+ * Builds the report by running the named queries.
+ * @param lines import line counts; when omitted they are summed from `import_runs`.
+ * @throws ContinuityError from the store or for bad parameters.
+ */
+export async function buildContinuityReport(store: Store, params: ReportParams = {}, lines?: LineCounts): Promise<ContinuityReport> {
+  const windowParams = { ...params };
+  const common = Object.fromEntries(Object.entries(params).filter(([k]) => ['t_from', 't_to', 'service', 'environment', 'mcp_paths'].includes(k)));
+  const [restarts, proxyErrors, refused, pairs, continuity, auth] = await Promise.all([
+    runQuery(store, 'restarts', common),
+    runQuery(store, 'proxy_errors', common),
+    runQuery(store, 'refused_misses', pick(windowParams, 'window_s')),
+    runQuery(store, 'remint_pairs', pick(windowParams, 'window_s')),
+    runQuery(store, 'session_continuity', pick(windowParams, 'window_s')),
+    runQuery(store, 'auth_challenges', pick(windowParams, 'auth_window_s', 'loop_min')),
+  ]);
+  function pick(p: ReportParams, ...extra: string[]): ReportParams {
+    return { ...common, ...Object.fromEntries(Object.entries(p).filter(([k]) => extra.includes(k))) };
+  }
+
+  const sum = (rows: Array<Record<string, unknown>>, key: string) => rows.reduce((a, r) => a + num(r[key]), 0);
+  const classes = tally(auth, 'challenge_class', 'challenges');
+  const report: ContinuityReport = {
+    range: {
+      t_from: String(params.t_from ?? 'all'),
+      t_to: String(params.t_to ?? 'all'),
+      service: String(params.service ?? ''),
+      environment: String(params.environment ?? ''),
+    },
+    lines: lines ?? (await importedLines(store)),
+    restarts: { inferred: restarts.length, list: restarts },
+    proxy_errors: {
+      proxy_generated: sum(proxyErrors, 'proxy_5xx'),
+      gaps: proxyErrors.length,
+      gap_p50_s: proxyErrors.length ? num(proxyErrors[0]!.gap_p50_s) : null,
+      gap_max_s: proxyErrors.length ? num(proxyErrors[0]!.gap_max_s) : null,
+    },
+    refused_misses: {
+      total: sum(refused, 'misses'),
+      sessions: sum(continuity, 'stale'),
+      by_reason: tally(refused, 'reason', 'misses'),
+      by_status: tally(refused, 'http_status', 'misses'),
+      by_next: tally(refused, 'next', 'misses'),
+    },
+    remint_pairs: {
+      distinct: pairs.length,
+      adopted: pairs.filter((p) => p.adopted === true || p.adopted === 1).length,
+      orphaned: pairs.filter((p) => !(p.adopted === true || p.adopted === 1)).length,
+      inferred: pairs.filter((p) => num(p.inferred) === 1).length,
+    },
+    sessions: {
+      total: sum(continuity, 'sessions'),
+      minted_unused: sum(continuity, 'minted_unused'),
+      stale: sum(continuity, 'stale'),
+      recovered: sum(continuity, 'recovered'),
+      unrecovered_stale: sum(continuity, 'unrecovered_stale'),
+      abandoned_after_failure: sum(continuity, 'abandoned_after_failure'),
+      survived_1_restart: sum(continuity, 'survived_1'),
+      survived_2_restarts: sum(continuity, 'survived_2'),
+      by_ua_family: continuity,
+    },
+    auth_challenges: {
+      total: sum(auth, 'challenges'),
+      missing_credential: classes.missing_credential ?? 0,
+      invalid_token: classes.invalid_token ?? 0,
+      expired_token: classes.expired_token ?? 0,
+      insufficient_scope: classes.insufficient_scope ?? 0,
+      invalid_request: classes.invalid_request ?? 0,
+      other: classes.other ?? 0,
+      by_verdict: tally(auth, 'verdict', 'challenges'),
+    },
+    findings: [],
+  };
+  report.findings = findings(report);
+  return report;
+}
+
+async function importedLines(store: Store): Promise<LineCounts> {
+  const [row] = await store.query<{ read: number; parsed: number; rejected: number }>(
+    'SELECT sum(lines_read) AS read, sum(lines_parsed) AS parsed, sum(lines_rejected) AS rejected FROM import_runs',
+  );
+  const read = num(row?.read);
+  const parsed = num(row?.parsed);
+  const rejected = num(row?.rejected);
+  return { read, parsed, rejected, skipped: Math.max(0, read - parsed - rejected) };
+}
+
+function findings(r: ContinuityReport): string[] {
+  const out: string[] = [];
+  const unrecovered = r.sessions.by_ua_family.filter((row) => num(row.unrecovered_stale) > 0);
+  if (r.sessions.unrecovered_stale > 0) {
+    const who = unrecovered.map((row) => `${num(row.unrecovered_stale)} from ${String(row.ua_family) || 'unknown client'}`).join(', ');
+    out.push(
+      `${r.sessions.unrecovered_stale} session(s) kept sending a session id the server no longer knew and never re-initialized (${who}): those chats lost their tools.`,
+    );
+  }
+  if (r.restarts.inferred > 0) {
+    out.push(
+      `${r.restarts.inferred} restart(s) inferred from the proxy log; ${r.proxy_errors.proxy_generated} request(s) got a proxy-generated 5xx while the upstream was down.`,
+    );
+  }
+  if (r.refused_misses.total > 0) {
+    out.push(`${r.refused_misses.total} refused miss(es) on ${r.refused_misses.sessions} session(s); next action: ${JSON.stringify(r.refused_misses.by_next)}.`);
+  }
+  for (const row of r.sessions.by_ua_family) {
+    if (num(row.minted_unused) >= 2) {
+      out.push(
+        `${num(row.minted_unused)} session id(s) minted but never sent back by the client` +
+          `${row.origin ? ` (origin ${String(row.origin)})` : ''}${row.ua_family ? ` [${String(row.ua_family)}]` : ''}: ` +
+          'the client does not return Mcp-Session-Id (for browsers: expose it with Access-Control-Expose-Headers).',
+      );
+    }
+  }
+  if ((r.auth_challenges.by_verdict.loop ?? 0) > 0) {
+    out.push(`${r.auth_challenges.by_verdict.loop} challenge(s) belong to authentication loops: a client challenged again and again with no success in between.`);
+  }
+  if ((r.auth_challenges.by_verdict.lost ?? 0) > 0) {
+    out.push(`${r.auth_challenges.by_verdict.lost} challenge(s) hit established sessions that never succeeded again (tools lost to auth).`);
+  }
+  if (r.sessions.abandoned_after_failure > 0) {
+    out.push(`${r.sessions.abandoned_after_failure} session(s) ended on a failure with no re-initialize from the same client.`);
+  }
+  if (r.remint_pairs.orphaned > 0) out.push(`${r.remint_pairs.orphaned} replacement session(s) were never adopted by the client.`);
+  if (out.length === 0) out.push('No continuity problems found in this range.');
+  return out;
+}

@@ -1,0 +1,37 @@
+import type { ContinuityReport } from './continuity.ts';
+
+/** Renders the continuity report for a terminal: a summary, the numbers, the findings. */
+export function renderContinuityText(r: ContinuityReport): string {
+  const lines: string[] = [];
+  const kv = (k: string, v: unknown) => lines.push(`  ${k.padEnd(34)} ${String(v)}`);
+  lines.push('MCP session-continuity report');
+  lines.push(`  range: ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${r.range.service}` : ''}`);
+  lines.push('');
+  lines.push('Input');
+  kv('lines parsed / rejected / read', `${r.lines.parsed} / ${r.lines.rejected} / ${r.lines.read}`);
+  lines.push('Restarts');
+  kv('restarts (inferred from proxy)', r.restarts.inferred);
+  for (const x of r.restarts.list) {
+    kv(`  ${String(x.up_at ?? x.down_from)}`, `${String(x.evidence)}; downtime ${x.downtime_s ?? '?'} s; proxy 5xx ${String(x.proxy_5xx)}; sessions refused ${String(x.sessions_refused)}`);
+  }
+  kv('proxy-generated 5xx', r.proxy_errors.proxy_generated);
+  lines.push('Refused misses');
+  kv('total / sessions', `${r.refused_misses.total} / ${r.refused_misses.sessions}`);
+  kv('by reason', JSON.stringify(r.refused_misses.by_reason));
+  kv('what the session did next', JSON.stringify(r.refused_misses.by_next));
+  lines.push('Re-mints');
+  kv('distinct pairs / adopted / orphaned', `${r.remint_pairs.distinct} / ${r.remint_pairs.adopted} / ${r.remint_pairs.orphaned}`);
+  lines.push('Sessions');
+  kv('unrecovered stale', r.sessions.unrecovered_stale);
+  kv('recovered', r.sessions.recovered);
+  kv('minted but never used', r.sessions.minted_unused);
+  kv('abandoned after failure', r.sessions.abandoned_after_failure);
+  lines.push('Auth challenges');
+  kv('missing_credential / invalid_token', `${r.auth_challenges.missing_credential} / ${r.auth_challenges.invalid_token}`);
+  kv('expired / insufficient_scope / other', `${r.auth_challenges.expired_token} / ${r.auth_challenges.insufficient_scope} / ${r.auth_challenges.other}`);
+  kv('verdicts', JSON.stringify(r.auth_challenges.by_verdict));
+  lines.push('');
+  lines.push('Findings');
+  for (const f of r.findings) lines.push(`  - ${f}`);
+  return lines.join('\n') + '\n';
+}
