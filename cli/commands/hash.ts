@@ -1,0 +1,15 @@
+import type { Command } from 'commander';
+import { hasherForConfig } from '../../core/hash.ts';
+import { configFrom } from '../context.ts';
+
+/** `continuity hash <raw id>`: the keyed hash under which a raw session id or principal is stored. */
+export function registerHash(program: Command): void {
+  program
+    .command('hash')
+    .description("print a raw session id's or principal's keyed hash (HMAC-SHA-256 with the deployment key), to find it in the store")
+    .argument('<raw>', 'the raw identifier, e.g. an Mcp-Session-Id')
+    .action((raw: string, _opts: unknown, cmd: Command) => {
+      const config = configFrom(cmd.optsWithGlobals());
+      process.stdout.write(hasherForConfig(config)(raw) + '\n');
+    });
+}

@@ -1,0 +1,29 @@
+import type { Command } from 'commander';
+import { NAMED_QUERIES, getQuery, runQuery } from '../../queries/index.ts';
+import { configFrom, parseParams, withStore } from '../context.ts';
+import { formatRows, type RowFormat } from '../format.ts';
+
+/** `continuity query <name> [--param k=v…] [--format table|json|csv]`, `continuity query --list`. */
+export function registerQuery(program: Command): void {
+  program
+    .command('query')
+    .description('run a named query with bound parameters')
+    .argument('[name]', `one of: ${Object.keys(NAMED_QUERIES).join(', ')}`)
+    .option('-p, --param <name=value>', 'a query parameter (repeatable)', (v: string, acc: string[]) => [...acc, v], [] as string[])
+    .option('-f, --format <format>', 'table | json | csv', 'table')
+    .option('--list', 'list the named queries with their parameters and row shapes')
+    .action(async (name: string | undefined, opts: { param: string[]; format: RowFormat; list?: boolean; dataDir?: string }, cmd: Command) => {
+      if (opts.list || !name) {
+        for (const q of Object.values(NAMED_QUERIES)) {
+          process.stdout.write(`${q.name}: ${q.description}\n  params: ${Object.entries(q.paramTypes).map(([k, t]) => `${k} ${t}`).join(', ')}\n  rows:   ${Object.entries(q.columns).map(([k, t]) => `${k} ${t}`).join(', ')}\n`);
+        }
+        return;
+      }
+      if (!['table', 'json', 'csv'].includes(opts.format)) throw new Error(`--format must be table, json or csv`);
+      const q = getQuery(name);
+      const params = parseParams(opts.param);
+      const config = configFrom(cmd.optsWithGlobals());
+      const rows = await withStore(config, (store) => runQuery(store, q.name, params));
+      process.stdout.write(formatRows(rows, opts.format, Object.keys(q.columns)));
+    });
+}

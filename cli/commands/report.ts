@@ -1,0 +1,46 @@
+import type { Command } from 'commander';
+import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
+import { configFrom, withStore } from '../context.ts';
+
+/** Report flags shared by `report` and `analyze`. */
+export interface ReportFlags {
+  from?: string;
+  to?: string;
+  service?: string;
+  environment?: string;
+  window?: string;
+  json?: boolean;
+}
+
+/** Converts report flags to named-query parameters. */
+export function reportParams(flags: ReportFlags): Record<string, unknown> {
+  const p: Record<string, unknown> = {};
+  if (flags.from) p.t_from = flags.from;
+  if (flags.to) p.t_to = flags.to;
+  if (flags.service) p.service = flags.service;
+  if (flags.environment) p.environment = flags.environment;
+  if (flags.window) p.window_s = flags.window;
+  return p;
+}
+
+/** Adds the report flags to a command. */
+export function withReportOptions(cmd: Command): Command {
+  return cmd
+    .option('--from <time>', 'start of the range (ISO-8601 or "YYYY-MM-DD hh:mm:ss", UTC)')
+    .option('--to <time>', 'end of the range (exclusive)')
+    .option('--service <name>', 'only this service')
+    .option('--environment <name>', 'only this environment')
+    .option('--window <seconds>', 'window for inferred re-mints and recoveries', '10')
+    .option('--json', 'print the report as one JSON object');
+}
+
+/** `continuity report [--json]`: the session-continuity report over what the store holds. */
+export function registerReport(program: Command): void {
+  withReportOptions(program.command('report').description('print the session-continuity report for the stored events')).action(
+    async (opts: ReportFlags, cmd: Command) => {
+      const config = configFrom(cmd.optsWithGlobals());
+      const report = await withStore(config, (store) => buildContinuityReport(store, reportParams(opts)));
+      process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));
+    },
+  );
+}

@@ -1,0 +1,47 @@
+import { loadConfig, type Config, type ConfigFlags } from '../core/config.ts';
+import { ContinuityError } from '../core/errors.ts';
+import { openMigratedStore, type Store } from '../store/index.ts';
+
+/** Global flags every command accepts. */
+export interface GlobalFlags {
+  dataDir?: string;
+}
+
+/** Loads the configuration from the environment and the command's flags. */
+export function configFrom(flags: GlobalFlags & ConfigFlags): Config {
+  return loadConfig(process.env, flags);
+}
+
+/** Opens the configured store, runs `fn`, and always closes the store. */
+export async function withStore<T>(config: Config, fn: (store: Store) => Promise<T>): Promise<T> {
+  const store = await openMigratedStore(config);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
+/**
+ * Prints a coded error the way every command does: code, message, fix; exit 1
+ * (2 for usage and configuration errors).
+ */
+export function reportError(err: unknown): number {
+  if (err instanceof ContinuityError) {
+    process.stderr.write(`error ${err.code}: ${err.message}\n  fix: ${err.fix}\n`);
+    return err.code === 'CONT_ERR_CONFIG' || err.code === 'CONT_ERR_QUERY_PARAM' || err.code === 'CONT_ERR_QUERY_UNKNOWN' ? 2 : 1;
+  }
+  process.stderr.write(`unexpected error: ${(err as Error)?.stack ?? String(err)}\n`);
+  return 1;
+}
+
+/** Parses repeated `--param k=v` flags into an object. */
+export function parseParams(pairs: string[] = []): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const p of pairs) {
+    const eq = p.indexOf('=');
+    if (eq <= 0) throw new ContinuityError('CONT_ERR_QUERY_PARAM', `--param takes name=value, got ${JSON.stringify(p)}`);
+    out[p.slice(0, eq)] = p.slice(eq + 1);
+  }
+  return out;
+}
