@@ -1,0 +1,68 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from './config.ts';
+import { ContinuityError, ERROR_CODES } from './errors.ts';
+import { createKeyedHasher } from './hash.ts';
+import { createHmac } from 'node:crypto';
+
+describe('loadConfig', () => {
+  it('defaults to the embedded store in ./.continuity', () => {
+    const c = loadConfig({});
+    expect(c.dataDir).toMatch(/\.continuity$/);
+    expect(c.clickhouse).toBeUndefined();
+    expect(c.retentionDays).toBe(90);
+    expect(Object.isFrozen(c)).toBe(true);
+  });
+  it('switches to a server with CLICKHOUSE_URL', () => {
+    const c = loadConfig({ CLICKHOUSE_URL: 'http://127.0.0.1:8123', CLICKHOUSE_DATABASE: 'mcp' });
+    expect(c.clickhouse).toMatchObject({ url: 'http://127.0.0.1:8123', database: 'mcp', username: 'default' });
+  });
+  it('flags win over the environment', () => {
+    expect(loadConfig({ CONTINUITY_DATA_DIR: '/a' }, { dataDir: '/b' }).dataDir).toBe('/b');
+  });
+  it('fails at start with a coded error naming each bad variable', () => {
+    let err: unknown;
+    try {
+      loadConfig({ CONTINUITY_RETENTION_DAYS: 'soon', CLICKHOUSE_URL: 'ftp://x', CONTINUITY_HASH_KEY: 'zz' });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ContinuityError);
+    expect((err as ContinuityError).code).toBe('CONT_ERR_CONFIG');
+    expect((err as Error).message).toMatch(/CONTINUITY_RETENTION_DAYS/);
+    expect((err as Error).message).toMatch(/CLICKHOUSE_\*/);
+    expect((err as Error).message).toMatch(/CONTINUITY_HASH_KEY/);
+  });
+});
+
+describe('keyed hashing (HMAC-SHA-256, RFC 2104)', () => {
+  const key = Buffer.from('00112233445566778899aabbccddeeff', 'hex');
+  it('is the truncated HMAC-SHA-256 of the raw id', () => {
+    const h = createKeyedHasher(key);
+    expect(h('4f2b62a4-4517-4309-8dd1-da4057041770')).toBe(
+      createHmac('sha256', key).update('4f2b62a4-4517-4309-8dd1-da4057041770').digest('hex').slice(0, 32),
+    );
+  });
+  it('maps no id to no key and is stable across cache evictions', () => {
+    const h = createKeyedHasher(key, 2);
+    const first = ['a', 'b', 'c', 'd'].map(h);
+    expect(['a', 'b', 'c', 'd'].map(h)).toEqual(first);
+    expect(h('')).toBe('');
+  });
+  it('refuses short keys', () => {
+    expect(() => createKeyedHasher(Buffer.alloc(8))).toThrow(RangeError);
+  });
+});
+
+describe('error registry', () => {
+  it('gives every code a fix and an HTTP status', () => {
+    for (const spec of Object.values(ERROR_CODES)) {
+      expect(spec.fix.length).toBeGreaterThan(10);
+      expect(spec.httpStatus).toBeGreaterThanOrEqual(400);
+    }
+  });
+  it('serializes code, message, fix and details', () => {
+    const e = new ContinuityError('CONT_ERR_READONLY', 'DROP', { details: { sql: 'DROP TABLE x' } });
+    expect(e.toJSON()).toMatchObject({ code: 'CONT_ERR_READONLY', details: { sql: 'DROP TABLE x' } });
+    expect(e.retriable).toBe(false);
+  });
+});

@@ -1,0 +1,34 @@
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { once } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from '../core/config.ts';
+import { openStore } from '../store/index.ts';
+
+describe('an embedded data directory has one owner', () => {
+  it('a second process gets CONT_ERR_STORE_LOCKED naming the directory and the owner, and the store stays intact', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'continuity-lock-'));
+    const holder = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/hold-store.ts', dataDir], { stdio: ['pipe', 'pipe', 'inherit'] });
+    try {
+      const [chunk] = (await once(holder.stdout!, 'data')) as [Buffer];
+      expect(chunk.toString()).toContain('ready');
+      const err = await openStore(loadConfig({}, { dataDir })).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(err).toMatchObject({ code: 'CONT_ERR_STORE_LOCKED', details: { ownerPid: holder.pid } });
+      expect((err as Error).message).toContain(dataDir);
+    } finally {
+      holder.stdin!.end();
+      await once(holder, 'exit');
+    }
+    // After the owner exits, the directory opens and still holds its schema.
+    const store = await openStore(loadConfig({}, { dataDir }));
+    const [row] = await store.query<{ n: number }>("SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = 'events'");
+    expect(row!.n).toBe(1);
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+});
