@@ -64,67 +64,67 @@ WHERE event_type = 'proxy_access'
 -- into restarts of their own (a fast restart leaves no 502 at all).
 CREATE VIEW IF NOT EXISTS proxy_restarts AS
 WITH
-r AS
-(
-    SELECT t, service, sk, http_method, pg, ok, refused
-    FROM proxy_requests(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
-),
+-- One ordered pass over the endpoint's requests per service. For every row:
+--   served_idx  upstream-served rows up to and including this one; the pg rows
+--               of one gap share a served_idx (their "run")
+--   pg_before   proxy-generated rows before this one: a session's transition
+--               spans a gap exactly when pg_before grew between its two rows
+--   last_served / next_served: the served rows around a gap
 seq AS
 (
-    SELECT service, t, pg, http_method,
-           sum(toUInt64(NOT pg)) OVER (PARTITION BY service ORDER BY t ROWS UNBOUNDED PRECEDING) AS served_idx
-    FROM r
-),
-served AS (SELECT service, served_idx AS idx, t FROM seq WHERE NOT pg),
-runs AS
-(
-    SELECT service, served_idx AS run, min(t) AS first_5xx, max(t) AS last_5xx, count() AS n_5xx,
-           countIf(http_method = 'POST') AS n_5xx_post, countIf(http_method = 'GET') AS n_5xx_get
-    FROM seq WHERE pg GROUP BY service, run
+    SELECT service, t, sk, http_method, pg, ok, refused, served_idx,
+           sum(toUInt64(pg)) OVER w_upto - toUInt64(pg) AS pg_before,
+           max(if(pg, 0., t)) OVER w_upto AS last_served,
+           max(if(pg, served_idx, 0)) OVER w_upto AS last_run,
+           min(if(pg, 1e12, t)) OVER (PARTITION BY service ORDER BY t ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING) AS next_served
+    FROM
+    (
+        SELECT service, t, sk, http_method, pg, ok, refused,
+               sum(toUInt64(NOT pg)) OVER (PARTITION BY service ORDER BY t ROWS UNBOUNDED PRECEDING) AS served_idx
+        FROM proxy_requests(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
+                            environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+    )
+    WINDOW w_upto AS (PARTITION BY service ORDER BY t ROWS UNBOUNDED PRECEDING)
 ),
 gaps AS
 (
-    SELECT g.service AS service, g.run AS run, g.first_5xx AS first_5xx, g.last_5xx AS last_5xx, g.n_5xx AS n_5xx,
-           g.n_5xx_post AS n_5xx_post, g.n_5xx_get AS n_5xx_get,
-           if(b.idx = 0, g.first_5xx, b.t) AS down_from,
-           if(a.idx = 0, CAST(NULL, 'Nullable(Float64)'), a.t) AS up_at
-    FROM runs AS g
-    LEFT JOIN served AS b ON b.service = g.service AND b.idx = g.run
-    LEFT JOIN served AS a ON a.service = g.service AND a.idx = g.run + 1
+    SELECT service, served_idx AS run, min(t) AS first_5xx, max(t) AS last_5xx, count() AS n_5xx,
+           countIf(http_method = 'POST') AS n_5xx_post, countIf(http_method = 'GET') AS n_5xx_get,
+           if(min(last_served) = 0, min(t), min(last_served)) AS down_from,
+           if(max(next_served) >= 1e12, CAST(NULL, 'Nullable(Float64)'), max(next_served)) AS up_at
+    FROM seq
+    WHERE pg
+    GROUP BY service, run
 ),
+-- A transition: the session's previous upstream-served request was a 2xx and
+-- this one is a refused miss. matched: a gap lies between the two rows; it is
+-- then credited to the last gap before the refusal (last_run).
 trans AS
 (
-    SELECT service, sk, prev_t AS lo, t AS hi
+    SELECT service, sk, prev_t AS lo, t AS hi, pg_before > prev_pg_before AS matched, last_run AS run
     FROM
     (
-        SELECT service, sk, t, refused,
+        SELECT service, sk, t, refused, last_run, pg_before,
                lagInFrame(toUInt8(ok), 1, 0) OVER w AS prev_ok,
-               lagInFrame(t, 1, 0.) OVER w AS prev_t
-        FROM r
+               lagInFrame(t, 1, 0.) OVER w AS prev_t,
+               lagInFrame(pg_before, 1, 0) OVER w AS prev_pg_before
+        FROM seq
         WHERE sk != '' AND NOT pg
         WINDOW w AS (PARTITION BY sk ORDER BY t ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
     )
     WHERE refused AND prev_ok = 1
 ),
-matched AS
-(
-    SELECT tr.service AS service, tr.sk AS sk, tr.hi AS hi, g.run AS run
-    FROM trans AS tr
-    INNER JOIN gaps AS g ON g.service = tr.service
-    WHERE tr.lo <= ifNull(g.up_at, 1e12) AND tr.hi >= g.down_from
-),
-lonely AS
-(
-    SELECT service, lo, hi,
-           lo > max(hi) OVER (PARTITION BY service ORDER BY lo, hi ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS is_new
-    FROM trans
-    WHERE (service, sk, hi) NOT IN (SELECT service, sk, hi FROM matched)
-),
+-- Transitions that span no gap, merged by overlap: each group is one restart.
 clusters AS
 (
     SELECT service, lo, hi, sum(toUInt64(is_new)) OVER (PARTITION BY service ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS cluster
-    FROM lonely
+    FROM
+    (
+        SELECT service, lo, hi,
+               lo > max(hi) OVER (PARTITION BY service ORDER BY lo, hi ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS is_new
+        FROM trans
+        WHERE NOT matched
+    )
 )
 SELECT
     g.service AS service,
@@ -141,7 +141,7 @@ SELECT
     g.n_5xx_get AS proxy_5xx_get,
     ifNull(m.sessions, 0) AS sessions_refused
 FROM gaps AS g
-LEFT JOIN (SELECT service, run, uniqExact(sk) AS sessions FROM matched GROUP BY service, run) AS m
+LEFT JOIN (SELECT service, run, uniqExact(sk) AS sessions FROM trans WHERE matched GROUP BY service, run) AS m
     ON m.service = g.service AND m.run = g.run
 UNION ALL
 SELECT
