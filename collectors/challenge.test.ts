@@ -24,6 +24,11 @@ describe('classifyChallenge (RFC 6750 §3.1)', () => {
     expect(classifyChallenge(401, [], true).challenge_class).toBe('invalid_token');
     expect(classifyChallenge(403, [], true).challenge_class).toBe('insufficient_scope');
   });
+  it('invalid_token without any credential is the first handshake (the SDK guard sends error= anyway)', () => {
+    expect(classifyChallenge(401, ['Bearer error="invalid_token", error_description="Missing Authorization header"'], false).challenge_class).toBe(
+      'missing_credential',
+    );
+  });
   it('unknown error values are other', () => {
     expect(classifyChallenge(401, ['Bearer error=server_busy'], true).challenge_class).toBe('other');
   });

@@ -17,7 +17,11 @@ export interface ChallengeInfo {
  * Rule (DESIGN §3, RFC 6750 §3.1): the `error=` parameter decides first —
  * `invalid_token` (→ `expired_token` when `error_description` says the token
  * expired), `insufficient_scope`, `invalid_request`; any other error value is
- * `other`. Without `error=`: a request that carried no credential is
+ * `other`. One exception: `invalid_token` on a request that carried no credential
+ * at all is `missing_credential` — RFC 6750 §3.1 says a server SHOULD NOT send an
+ * error code then, yet the MCP TypeScript SDK's `requireBearerAuth` (1.32) sends
+ * `error="invalid_token"` to every unauthenticated request; there was no token to
+ * be invalid, and this is the benign first handshake. Without `error=`: a request that carried no credential is
  * `missing_credential` (RFC 6750 §3.1: "the resource server SHOULD NOT include an
  * error code" then); with a credential, a 401 is `invalid_token` and a 403 is
  * `insufficient_scope`; anything else is `other`.
@@ -36,7 +40,8 @@ export function classifyChallenge(status: number, wwwAuthenticate: readonly stri
     error_description: description,
   };
   let challenge_class: ChallengeClass;
-  if (error === 'invalid_token') challenge_class = /expired|expiry|exp\b/i.test(description) ? 'expired_token' : 'invalid_token';
+  if (error === 'invalid_token' && !hasCredential) challenge_class = 'missing_credential';
+  else if (error === 'invalid_token') challenge_class = /expired|expiry|exp\b/i.test(description) ? 'expired_token' : 'invalid_token';
   else if (error === 'insufficient_scope') challenge_class = 'insufficient_scope';
   else if (error === 'invalid_request') challenge_class = 'invalid_request';
   else if (error !== '') challenge_class = 'other';

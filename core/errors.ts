@@ -89,6 +89,36 @@ export const ERROR_CODES = {
     httpStatus: 503,
     fix: 'Retry against another instance or after restart.',
   },
+  CONT_ERR_BAD_REQUEST: {
+    message: 'the request body is malformed',
+    retriable: false,
+    httpStatus: 400,
+    fix: 'Send JSON (application/json) or OTLP protobuf (application/x-protobuf) of the documented shape; the issues name what is wrong.',
+  },
+  CONT_ERR_BODY_TOO_LARGE: {
+    message: 'the request body is larger than the gateway accepts',
+    retriable: false,
+    httpStatus: 413,
+    fix: 'Send smaller batches (the OTLP exporters batch by count: lower maxExportBatchSize) or raise the gateway body limit.',
+  },
+  CONT_ERR_UNAUTHORIZED: {
+    message: 'a bearer token is required',
+    retriable: false,
+    httpStatus: 401,
+    fix: 'Send `Authorization: Bearer <token>` with the token the gateway was started with (CONTINUITY_INGEST_TOKEN).',
+  },
+  CONT_ERR_UNSUPPORTED_MEDIA: {
+    message: 'the content type is not accepted here',
+    retriable: false,
+    httpStatus: 415,
+    fix: 'Use application/json or application/x-protobuf (OTLP), optionally with Content-Encoding: gzip.',
+  },
+  CONT_ERR_INGEST_UNAVAILABLE: {
+    message: 'the ingest pipeline cannot take events right now',
+    retriable: true,
+    httpStatus: 503,
+    fix: 'Retry after the Retry-After delay; check the store (embedded) or Kafka (production) is up.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -3,7 +3,7 @@ import type { ContinuityReport } from './continuity.ts';
 /** Renders the continuity report for a terminal: a summary, the numbers, the findings. */
 export function renderContinuityText(r: ContinuityReport): string {
   const lines: string[] = [];
-  const kv = (k: string, v: unknown) => lines.push(`  ${k.padEnd(34)} ${String(v)}`);
+  const kv = (k: string, v: unknown) => lines.push(`  ${k.padEnd(38)} ${String(v)}`);
   lines.push('MCP session-continuity report');
   lines.push(`  range: ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${r.range.service}` : ''}`);
   lines.push('');

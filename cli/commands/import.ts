@@ -1,0 +1,107 @@
+import cliProgress from 'cli-progress';
+import type { Command } from 'commander';
+import { assertSomethingImported, importCaddyLogs, type ImportProgress, type ImportReport } from '../../collectors/index.ts';
+import { hasherForConfig } from '../../core/hash.ts';
+import type { Config } from '../../core/config.ts';
+import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
+import type { Store } from '../../store/index.ts';
+import { configFrom, withStore } from '../context.ts';
+import { reportParams, withReportOptions, type ReportFlags } from './report.ts';
+
+interface ImportFlags {
+  errors?: string[];
+  service?: string;
+}
+
+const collect = (v: string, acc: string[] = []) => [...acc, v];
+
+/**
+ * Imports Caddy logs with a progress bar on a TTY (stderr), and prints rejected
+ * lines with their line numbers and reasons to stderr.
+ * @throws ContinuityError CONT_ERR_NOTHING_IMPORTED when no access entry was read.
+ */
+async function runImport(store: Store, config: Config, access: string[], flags: ImportFlags): Promise<ImportReport> {
+  const bar = process.stderr.isTTY
+    ? new cliProgress.SingleBar(
+        { format: 'importing {file} [{bar}] {percentage}% {value}/{total} MiB', hideCursor: true, clearOnComplete: true },
+        cliProgress.Presets.shades_classic,
+      )
+    : undefined;
+  let started = false;
+  const onProgress = (p: ImportProgress) => {
+    if (!bar || p.totalBytes === undefined || p.totalBytes < 8 << 20) return;
+    const total = Math.ceil(p.totalBytes / 2 ** 20);
+    if (!started) {
+      bar.start(total, 0, { file: p.path });
+      started = true;
+    }
+    bar.setTotal(total);
+    bar.update(Math.floor(p.bytesRead / 2 ** 20), { file: p.path });
+  };
+  let report: ImportReport;
+  try {
+    report = await importCaddyLogs(store, {
+      access,
+      errors: flags.errors ?? [],
+      hasher: hasherForConfig(config),
+      service: flags.service ?? '',
+      onProgress,
+    });
+  } finally {
+    if (started) bar?.stop();
+  }
+  printRejects(report);
+  assertSomethingImported(report);
+  return report;
+}
+
+function printRejects(report: ImportReport): void {
+  if (report.lines.rejected === 0) return;
+  process.stderr.write(`${report.lines.rejected} line(s) rejected: ${JSON.stringify(report.rejects_by_reason)}\n`);
+  for (const r of report.rejects.slice(0, 20)) process.stderr.write(`  ${r.file}:${r.line}: ${r.reason}${r.detail ? ` (${r.detail})` : ''}\n`);
+  if (report.lines.rejected > 20) process.stderr.write(`  … all of them are in the dead_letters table (continuity sql "SELECT * FROM dead_letters")\n`);
+}
+
+/** `continuity import caddy <files…> [--errors <error.log>]`. */
+export function registerImport(program: Command): void {
+  const imp = program.command('import').description('import observations into the store');
+  imp
+    .command('caddy')
+    .description('import Caddy v2 JSON access logs (plain or gzip; - for stdin), joined with error logs')
+    .argument('<files...>', 'access logs (or combined access+error logs)')
+    .option('-e, --errors <error.log>', 'a Caddy error log, for upstream errors (repeatable)', collect)
+    .option('--service <name>', 'the service name to record on the events')
+    .option('--json', 'print the import report as JSON')
+    .action(async (files: string[], flags: ImportFlags & { json?: boolean }, cmd: Command) => {
+      const config = configFrom(cmd.optsWithGlobals());
+      const report = await withStore(config, (store) => runImport(store, config, files, flags));
+      if (flags.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
+      else {
+        const l = report.lines;
+        process.stdout.write(
+          `imported ${l.parsed} of ${l.read} lines (${l.rejected} rejected, ${l.skipped} skipped, ${l.blank} blank): ` +
+            `${report.proxy_access} proxy_access, ${report.auth_challenges} auth_challenge events; ` +
+            `${report.joined_upstream_errors} joined to upstream errors\n`,
+        );
+      }
+    });
+}
+
+/** `continuity analyze <access.log…> [--errors <error.log>] [--json]`: import, then report. */
+export function registerAnalyze(program: Command): void {
+  withReportOptions(
+    program
+      .command('analyze')
+      .description('import Caddy logs and print the session-continuity report (the main job)')
+      .argument('<files...>', 'Caddy access logs (plain or gzip; - for stdin)')
+      .option('-e, --errors <error.log>', 'a Caddy error log, for upstream errors (repeatable)', collect),
+  ).action(async (files: string[], flags: ImportFlags & ReportFlags, cmd: Command) => {
+    const config = configFrom(cmd.optsWithGlobals());
+    const report = await withStore(config, async (store) => {
+      const imported = await runImport(store, config, files, flags);
+      const l = imported.lines;
+      return buildContinuityReport(store, reportParams(flags), { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped });
+    });
+    process.stdout.write(flags.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));
+  });
+}

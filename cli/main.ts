@@ -1,0 +1,27 @@
+import { Command, CommanderError } from 'commander';
+import { registerAnalyze, registerImport } from './commands/import.ts';
+import { registerHash } from './commands/hash.ts';
+import { registerQuery } from './commands/query.ts';
+import { registerReport } from './commands/report.ts';
+import { registerSql } from './commands/sql.ts';
+import { reportError } from './context.ts';
+
+const program = new Command('continuity')
+  .description('MCP session-continuity analytics: import proxy logs and server events, query restarts, refused misses, re-mints and auth challenges.')
+  .option('--data-dir <dir>', 'embedded store directory (env CONTINUITY_DATA_DIR; default ./.continuity)')
+  .showHelpAfterError()
+  .exitOverride();
+
+registerAnalyze(program);
+registerImport(program);
+registerReport(program);
+registerQuery(program);
+registerSql(program);
+registerHash(program);
+
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  if (err instanceof CommanderError) process.exitCode = err.exitCode;
+  else process.exitCode = reportError(err);
+}

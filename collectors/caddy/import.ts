@@ -1,0 +1,352 @@
+import { randomUUID } from 'node:crypto';
+import { constants } from 'node:fs';
+import { access, stat } from 'node:fs/promises';
+import { ContinuityError } from '../../core/index.ts';
+import type { KeyedHasher } from '../../core/index.ts';
+import { contentToken, createBatchWriter, createStoreSink, type BatchWriter } from '../../ingest/index.ts';
+import type { Store } from '../../store/index.ts';
+import { CaddyConverter, type FileCounters, type RejectReason } from './convert.ts';
+import { DEFAULT_MAX_LINE_BYTES, readLines, type ReadProgress } from './line-reader.ts';
+
+/** Options of {@link importCaddyLogs} and {@link convertCaddyLogs}. */
+export interface CaddyImportOptions {
+  /** Access logs (or combined access+error logs): paths, or `'-'` for standard input. Plain or gzip. */
+  access: string[];
+  /** Error logs, loaded first for the upstream-error join. Plain or gzip. */
+  errors?: string[];
+  /** Keyed hasher for session ids and principals: `hasherForConfig(config)` (core/hash.ts). */
+  hasher: KeyedHasher;
+  /** `service` of every event (default ''). */
+  service?: string;
+  /** Progress per chunk read, for a progress bar. */
+  onProgress?: (progress: ImportProgress) => void;
+  /** Longest line kept, bytes (default 1 MiB); longer lines are rejected as `line_too_long`. */
+  maxLineBytes?: number;
+  /** Cap on error-log entries held in memory for the join (default 1,000,000). */
+  maxErrorEntries?: number;
+  /** Rows per insert (default 20,000). */
+  batchRows?: number;
+  /** Stream read for `'-'` (default `process.stdin`). */
+  stdin?: NodeJS.ReadableStream;
+}
+
+/** Progress of one input. */
+export interface ImportProgress extends ReadProgress {
+  kind: 'access' | 'error';
+  /** 0-based index among all inputs (error logs first). */
+  fileIndex: number;
+  fileCount: number;
+}
+
+/** Line counts. `read = parsed + rejected + skipped + blank`. */
+export interface LineCounts {
+  /** Every line, blank ones included. */
+  read: number;
+  /** Access entries and error-log entries used. */
+  parsed: number;
+  rejected: number;
+  /** Valid JSON entries of other kinds (Caddy runtime logs, access lines in an error log). */
+  skipped: number;
+  blank: number;
+}
+
+/** One input of an import. */
+export interface ImportFileReport {
+  /** The path as given (`'-'` is standard input). */
+  path: string;
+  kind: 'access' | 'error';
+  gzip: boolean;
+  /** Bytes read from the input (compressed bytes for gzip). */
+  bytes_read: number;
+  /** SHA-256 of the input's bytes as read, hex (FIPS 180-4). */
+  content_hash: string;
+  lines: LineCounts;
+  /** Rows this input produced (proxy_access + auth_challenge). */
+  events_written: number;
+  /** The input ended early on this read or gzip error (its lines up to there were imported). */
+  read_error?: string;
+  started_at: string;
+  finished_at: string;
+}
+
+/** A rejected line. `detail` never quotes the line (it may carry session ids or tokens). */
+export interface RejectRecord {
+  file: string;
+  /** 1-based line number. */
+  line: number;
+  reason: RejectReason;
+  detail: string;
+}
+
+/** What an import read, wrote and refused. */
+export interface ImportReport {
+  files: ImportFileReport[];
+  lines: LineCounts;
+  rejects_by_reason: Partial<Record<RejectReason, number>>;
+  /** The first 100 rejected lines; all of them are in the `dead_letters` table. */
+  rejects: RejectRecord[];
+  /** Rows written to `events` (a re-imported batch is dropped by the store's deduplication). */
+  events_written: number;
+  proxy_access: number;
+  auth_challenges: number;
+  /** Error-log entries used for the join. */
+  error_entries: number;
+  /** Error-log entries beyond the in-memory cap (not joined). */
+  error_entries_dropped: number;
+  /** proxy_access events that received an `upstream_error`. */
+  joined_upstream_errors: number;
+  /** Rows written to `dead_letters`. */
+  dead_letters_written: number;
+  /**
+   * No access entry was read: the caller decides whether that is an error
+   * (CONT_ERR_NOTHING_IMPORTED, see {@link assertSomethingImported}).
+   */
+  nothing_read: boolean;
+}
+
+/** Output of the conversion core. */
+interface ImportOutput {
+  row(row: string): void | Promise<void>;
+  reject(file: string, line: number, reason: RejectReason, detail: string, bytes: number): void | Promise<void>;
+  /** Called after each chunk: throw here to stop (e.g. the store failed). */
+  checkpoint(): void;
+}
+
+const MAX_REPORTED_REJECTS = 100;
+
+/**
+ * Checks that every input can be opened before anything is imported, so a typo in the
+ * last path does not leave a partial import behind.
+ * @throws ContinuityError CONT_ERR_INPUT_UNREADABLE naming the path.
+ */
+async function checkInputs(paths: string[]): Promise<void> {
+  if (paths.filter((p) => p === '-').length > 1) {
+    throw new ContinuityError('CONT_ERR_INPUT_UNREADABLE', "standard input ('-') can be read only once", { details: { path: '-' } });
+  }
+  for (const path of paths) {
+    if (path === '-') continue;
+    try {
+      await access(path, constants.R_OK);
+      if ((await stat(path)).isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      throw new ContinuityError('CONT_ERR_INPUT_UNREADABLE', `${path}: ${e.code ?? ''} ${e.message}`.trim(), { cause: err, details: { path, errno: e.code } });
+    }
+  }
+}
+
+async function runImport(options: CaddyImportOptions, out: ImportOutput): Promise<ImportReport> {
+  const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+  const errors = options.errors ?? [];
+  const inputs: Array<{ path: string; kind: 'access' | 'error' }> = [
+    ...errors.map((path) => ({ path, kind: 'error' as const })),
+    ...options.access.map((path) => ({ path, kind: 'access' as const })),
+  ];
+  await checkInputs(inputs.map((i) => i.path));
+  const report: ImportReport = {
+    files: [],
+    lines: { read: 0, parsed: 0, rejected: 0, skipped: 0, blank: 0 },
+    rejects_by_reason: {},
+    rejects: [],
+    events_written: 0,
+    proxy_access: 0,
+    auth_challenges: 0,
+    error_entries: 0,
+    error_entries_dropped: 0,
+    joined_upstream_errors: 0,
+    dead_letters_written: 0,
+    nothing_read: true,
+  };
+  let currentPath = '';
+  const converter = new CaddyConverter(
+    { hasher: options.hasher, service: options.service ?? '', maxLineBytes, maxErrorEntries: options.maxErrorEntries ?? 1_000_000 },
+    {
+      row: (row) => out.row(row),
+      reject: (line, reason, detail, bytes) => {
+        if (report.rejects.length < MAX_REPORTED_REJECTS) report.rejects.push({ file: currentPath, line, reason, detail });
+        return out.reject(currentPath, line, reason, detail, bytes);
+      },
+    },
+  );
+  const counters: FileCounters[] = [];
+  const blanks: number[] = [];
+  for (let i = 0; i < inputs.length; i++) {
+    const { path, kind } = inputs[i]!;
+    currentPath = path;
+    const file: FileCounters = { parsed: 0, rejected: 0, skipped: 0, events: 0 };
+    counters.push(file);
+    converter.setFile(file);
+    const started = new Date();
+    const access = kind === 'access';
+    const res = await readLines(
+      path,
+      {
+        line: access ? (b, s, e, n) => converter.accessLine(b, s, e, n) : (b, s, e, n) => converter.errorLine(b, s, e, n),
+        tooLong: (n, bytes) => converter.rejectLine(n, 'line_too_long', `line of ${bytes} bytes exceeds ${maxLineBytes}`, bytes),
+        chunkDone: () => out.checkpoint(),
+      },
+      {
+        maxLineBytes,
+        stdin: options.stdin,
+        contentHash: true,
+        onProgress: options.onProgress
+          ? (p) => options.onProgress!({ ...p, kind, fileIndex: i, fileCount: inputs.length })
+          : undefined,
+      },
+    );
+    if (res.readError !== undefined) {
+      const w = converter.rejectLine(res.lines + 1, 'read_error', res.readError, 0);
+      if (w) await w;
+    }
+    blanks.push(res.blank);
+    report.files.push({
+      path,
+      kind,
+      gzip: res.gzip,
+      bytes_read: res.bytesRead,
+      content_hash: res.contentHash ?? '',
+      // Filled in below, once held rows are released.
+      lines: { read: res.lines, parsed: 0, rejected: 0, skipped: 0, blank: res.blank },
+      events_written: 0,
+      ...(res.readError !== undefined ? { read_error: res.readError } : {}),
+      started_at: started.toISOString(),
+      finished_at: new Date().toISOString(),
+    });
+  }
+  const done = converter.finish();
+  if (done) await done;
+
+  const t = converter.totals;
+  for (let i = 0; i < report.files.length; i++) {
+    const f = report.files[i]!;
+    const c = counters[i]!;
+    f.lines.parsed = c.parsed;
+    f.lines.rejected = c.rejected;
+    f.lines.skipped = c.skipped;
+    f.events_written = c.events;
+    report.lines.read += f.lines.read;
+    report.lines.blank += f.lines.blank;
+    report.events_written += c.events;
+  }
+  report.lines.parsed = t.parsed;
+  report.lines.rejected = t.rejected;
+  report.lines.skipped = t.skipped;
+  report.rejects_by_reason = { ...t.rejectsByReason } as Partial<Record<RejectReason, number>>;
+  report.proxy_access = t.proxyAccess;
+  report.auth_challenges = t.authChallenges;
+  report.error_entries = t.errorEntries;
+  report.error_entries_dropped = t.errorEntriesDropped;
+  report.joined_upstream_errors = t.joinedUpstreamErrors;
+  report.nothing_read = t.proxyAccess === 0;
+  return report;
+}
+
+/**
+ * Converts Caddy logs to event rows without a store: `onRow` receives each
+ * JSONEachRow line of the `events` table (a returned promise pauses reading). The
+ * rules are those of {@link importCaddyLogs}; nothing is written anywhere.
+ * @throws ContinuityError CONT_ERR_INPUT_UNREADABLE for an input that cannot be opened.
+ */
+export async function convertCaddyLogs(options: CaddyImportOptions, onRow: (row: string) => void | Promise<void>): Promise<ImportReport> {
+  return runImport(options, { row: onRow, reject: () => undefined, checkpoint: () => undefined });
+}
+
+/**
+ * Imports Caddy v2 JSON logs into the store: access logs (`http.log.access*`) become
+ * `proxy_access` events (plus an `auth_challenge` for each 401/403), joined with the
+ * error logs' upstream failures; every rejected line goes to `dead_letters` (reason,
+ * line number, length — never its content); one `import_runs` row per input.
+ *
+ * Rules (DESIGN §3, `proxy_access`):
+ * - ts = round(Caddy `ts` s × 10⁶) µs; duration_ms = `duration` s × 1000; bytes = `size`.
+ * - Session ids (`Mcp-Session-Id` request/response header), principals (`user_id`)
+ *   are stored only as keyed hashes; url_path drops the query string.
+ * - has_credential: an `Authorization` request header is present, whatever its value
+ *   (Caddy redacts it to `[]` or `["REDACTED"]`).
+ * - proxy_generated: a 5xx whose response headers hold nothing but `Server`, or a
+ *   request joined to an error-log entry (e.g. a refused dial).
+ * - event_id: an RFC 9562 v8 UUID from SHA-256 of the event kind and the line's bytes;
+ *   batches are cut by size only and carry a content-hash deduplication token, so
+ *   importing the same files again stores nothing twice.
+ * - Lines are never fatal: rejects are `not_json`, `line_too_long`, `wrong_type`,
+ *   `missing_field` (and `read_error` when an input ends early, e.g. truncated gzip);
+ *   valid entries of other kinds (Caddy runtime logs) are counted as skipped.
+ *
+ * @returns the report; `nothing_read` is true when no access entry was read.
+ * @throws ContinuityError CONT_ERR_INPUT_UNREADABLE for an input that cannot be
+ *   opened; the store's coded error (CONT_ERR_STORE_*) when a write fails.
+ */
+export async function importCaddyLogs(store: Store, options: CaddyImportOptions): Promise<ImportReport> {
+  const events = createBatchWriter({
+    sink: createStoreSink(store, 'events', { token: contentToken('caddy-import') }),
+    maxRows: options.batchRows ?? 20_000,
+    maxBytes: 32 << 20,
+    flushIntervalMs: 0,
+    maxPendingBatches: 1,
+  });
+  const deadLetters = createBatchWriter({
+    sink: createStoreSink(store, 'dead_letters'),
+    maxRows: 10_000,
+    flushIntervalMs: 0,
+    maxPendingBatches: 1,
+  });
+  const failed = (w: BatchWriter): void => {
+    if (w.error) throw w.error;
+  };
+  let report: ImportReport;
+  try {
+    report = await runImport(options, {
+      row: (row) => events.write(row),
+      reject: (file, line, reason, detail, bytes) =>
+        deadLetters.write(
+          JSON.stringify({ source: 'import', origin: file, position: line, reason, detail, payload: '', payload_bytes: bytes }),
+        ),
+      checkpoint: () => {
+        failed(events);
+        failed(deadLetters);
+      },
+    });
+  } finally {
+    await Promise.all([events.shutdown(), deadLetters.shutdown()]);
+  }
+  failed(events);
+  failed(deadLetters);
+  report.dead_letters_written = deadLetters.stats.rows;
+  const runs = report.files.map((f) =>
+    JSON.stringify({
+      run_id: randomUUID(),
+      kind: f.kind === 'access' ? 'caddy_access' : 'caddy_error',
+      origin: f.path,
+      content_hash: f.content_hash,
+      started_at: clickhouseTime(f.started_at),
+      finished_at: clickhouseTime(f.finished_at),
+      lines_read: f.lines.read,
+      lines_parsed: f.lines.parsed,
+      lines_rejected: f.lines.rejected,
+      events_written: f.events_written,
+    }),
+  );
+  if (runs.length > 0) await store.insertJsonEachRow('import_runs', runs.join('\n'));
+  return report;
+}
+
+/**
+ * Throws when an import read no access entry at all (wrong file, wrong format).
+ * @throws ContinuityError CONT_ERR_NOTHING_IMPORTED with the reject counts in `details`.
+ */
+export function assertSomethingImported(report: ImportReport): void {
+  if (!report.nothing_read) return;
+  const reasons = Object.entries(report.rejects_by_reason)
+    .map(([r, n]) => `${n} ${r}`)
+    .join(', ');
+  throw new ContinuityError(
+    'CONT_ERR_NOTHING_IMPORTED',
+    `${report.lines.read} lines read, ${report.lines.skipped} skipped${reasons ? `, rejected: ${reasons}` : ''}`,
+    { details: { lines: report.lines, rejects_by_reason: report.rejects_by_reason, rejects: report.rejects.slice(0, 10) } },
+  );
+}
+
+/** ISO-8601 → ClickHouse DateTime64 text ('YYYY-MM-DD hh:mm:ss.sss', UTC). */
+function clickhouseTime(iso: string): string {
+  return iso.replace('T', ' ').replace('Z', '');
+}

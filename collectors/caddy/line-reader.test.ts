@@ -1,0 +1,167 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Readable } from 'node:stream';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isContinuityError } from '../../core/index.ts';
+import { readLines, type ReadLinesOptions, type ReadProgress } from './line-reader.ts';
+
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), 'line-reader-'));
+});
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+function file(name: string, content: string | Buffer): string {
+  const path = join(dir, name);
+  writeFileSync(path, content);
+  return path;
+}
+
+async function collect(path: string, options: ReadLinesOptions = {}) {
+  const lines: Array<[number, string]> = [];
+  const tooLong: Array<[number, number]> = [];
+  const result = await readLines(
+    path,
+    {
+      line: (buf, s, e, n) => {
+        lines.push([n, buf.toString('utf8', s, e)]);
+      },
+      tooLong: (n, bytes) => {
+        tooLong.push([n, bytes]);
+      },
+    },
+    options,
+  );
+  return { lines, tooLong, result };
+}
+
+describe('readLines', () => {
+  it('numbers lines from 1, drops CR of CRLF, skips and counts blank lines, reads a last line without newline', async () => {
+    const { lines, result } = await collect(file('a.log', 'one\r\n\r\ntwo\n  \n\tthree \nfour'));
+    expect(lines).toEqual([
+      [1, 'one'],
+      [3, 'two'],
+      [5, '\tthree '],
+      [6, 'four'],
+    ]);
+    expect(result).toMatchObject({ lines: 6, blank: 2, tooLong: 0, gzip: false, readError: undefined });
+  });
+
+  it('skips a UTF-8 byte order mark at the start', async () => {
+    const { lines } = await collect(file('bom.log', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"a":1}\n')])));
+    expect(lines).toEqual([[1, '{"a":1}']]);
+  });
+
+  it('splits lines across chunk boundaries of any size', async () => {
+    const text = Array.from({ length: 200 }, (_, i) => `line-${i}-${'x'.repeat(i % 37)}`).join('\n') + '\n';
+    for (const chunkBytes of [1, 2, 3, 7, 64, 4096]) {
+      const { lines } = await collect(file(`chunks-${chunkBytes}.log`, text), { chunkBytes });
+      expect(lines.map((l) => l[1])).toEqual(text.trimEnd().split('\n'));
+    }
+  });
+
+  it('reports lines over maxLineBytes with their length, without delivering them, and goes on', async () => {
+    const long = 'y'.repeat(5000);
+    const { lines, tooLong, result } = await collect(file('long.log', `short\n${long}\nafter\n${'z'.repeat(10)}\r\n`), {
+      maxLineBytes: 10,
+      chunkBytes: 256,
+    });
+    expect(lines).toEqual([
+      [1, 'short'],
+      [3, 'after'],
+      [4, 'zzzzzzzzzz'],
+    ]);
+    expect(tooLong).toEqual([[2, 5000]]);
+    expect(result.tooLong).toBe(1);
+  });
+
+  it('detects gzip by the magic bytes, not the name, and reports compressed bytes read', async () => {
+    const text = 'a\nb\nc\n';
+    const gz = gzipSync(text);
+    const progress: ReadProgress[] = [];
+    const { lines, result } = await collect(file('plain-name.txt', gz), { onProgress: (p) => progress.push(p) });
+    expect(lines.map((l) => l[1])).toEqual(['a', 'b', 'c']);
+    expect(result).toMatchObject({ gzip: true, bytesRead: gz.length, bytesDecoded: text.length });
+    expect(progress.at(-1)).toMatchObject({ bytesRead: gz.length, totalBytes: gz.length });
+  });
+
+  it('reads a multi-member gzip (concatenated .gz files)', async () => {
+    const { lines } = await collect(file('multi.gz', Buffer.concat([gzipSync('a\n'), gzipSync('b\n')])));
+    expect(lines.map((l) => l[1])).toEqual(['a', 'b']);
+  });
+
+  it('returns a truncated gzip as readError after delivering what it could', async () => {
+    const big = Array.from({ length: 5000 }, (_, i) => `line ${i} ${'q'.repeat(i % 50)}`).join('\n');
+    const gz = gzipSync(big);
+    const { lines, result } = await collect(file('cut.gz', gz.subarray(0, gz.length - 20)), { chunkBytes: 1024 });
+    expect(result.readError).toMatch(/unexpected end of file/i);
+    expect(lines.length).toBeGreaterThan(100);
+    expect(lines.length).toBeLessThan(5000);
+  });
+
+  it("reads standard input for '-', plain or gzip", async () => {
+    const plain = await collect('-', { stdin: Readable.from([Buffer.from('x\ny')]) });
+    expect(plain.lines.map((l) => l[1])).toEqual(['x', 'y']);
+    expect(plain.result.gzip).toBe(false);
+    const gz = gzipSync('p\nq\n');
+    const zipped = await collect('-', { stdin: Readable.from([gz.subarray(0, 1), gz.subarray(1)]) });
+    expect(zipped.lines.map((l) => l[1])).toEqual(['p', 'q']);
+    expect(zipped.result.gzip).toBe(true);
+  });
+
+  it('an empty input has no lines', async () => {
+    const { lines, result } = await collect(file('empty.log', ''));
+    expect(lines).toEqual([]);
+    expect(result).toMatchObject({ lines: 0, blank: 0, bytesRead: 0 });
+  });
+
+  it('computes the SHA-256 of the bytes read on request', async () => {
+    const { result } = await collect(file('h.log', 'abc'), { contentHash: true });
+    expect(result.contentHash).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+  });
+
+  it('waits for a handler that pushes back', async () => {
+    const order: string[] = [];
+    await readLines(file('bp.log', 'a\nb\n'), {
+      line: (buf, s, e) => {
+        const text = buf.toString('utf8', s, e);
+        order.push(`start ${text}`);
+        return new Promise<void>((r) =>
+          setImmediate(() => {
+            order.push(`end ${text}`);
+            r();
+          }),
+        );
+      },
+      tooLong: () => undefined,
+    });
+    expect(order).toEqual(['start a', 'end a', 'start b', 'end b']);
+  });
+
+  it('throws CONT_ERR_INPUT_UNREADABLE for a missing file or a directory', async () => {
+    for (const path of [join(dir, 'missing.log'), dir]) {
+      let thrown: unknown;
+      try {
+        await collect(path);
+      } catch (err) {
+        thrown = err;
+      }
+      expect(isContinuityError(thrown, 'CONT_ERR_INPUT_UNREADABLE'), String(thrown)).toBe(true);
+    }
+  });
+
+  it("propagates the handler's own errors instead of reporting them as read errors", async () => {
+    await expect(
+      readLines(file('throw.log', 'a\n'), {
+        line: () => {
+          throw new Error('handler bug');
+        },
+        tooLong: () => undefined,
+      }),
+    ).rejects.toThrow('handler bug');
+  });
+});

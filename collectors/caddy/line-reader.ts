@@ -1,0 +1,345 @@
+import { createHash } from 'node:crypto';
+import { open, type FileHandle } from 'node:fs/promises';
+import { Readable } from 'node:stream';
+import { createGunzip } from 'node:zlib';
+import { ContinuityError } from '../../core/index.ts';
+
+/** 1 MiB: the default longest line kept (Caddy lines are ~1 KiB; headers are bounded by the proxy). */
+export const DEFAULT_MAX_LINE_BYTES = 1 << 20;
+
+/** Where lines come from: a file path, or `'-'` for standard input. */
+export type InputPath = string;
+
+/** Progress of one input, reported once per chunk read. */
+export interface ReadProgress {
+  /** The input path as given (`'-'` for stdin). */
+  readonly path: string;
+  /** Bytes read from the input so far (compressed bytes for gzip). */
+  readonly bytesRead: number;
+  /** Size of the input in bytes when known (regular files), else undefined (stdin, pipes). */
+  readonly totalBytes: number | undefined;
+}
+
+/**
+ * Receives the lines of an input. `line` gets the buffer and the byte span of the
+ * line without its terminator (`\n`, `\r\n`); the buffer is reused after the call
+ * returns, so copy what must outlive it. A returned promise pauses reading until it
+ * settles (backpressure).
+ */
+export interface LineHandler {
+  line(buf: Buffer, start: number, end: number, lineNo: number): void | Promise<void>;
+  /** A line longer than `maxLineBytes` was skipped; `bytes` is its full length. */
+  tooLong(lineNo: number, bytes: number): void | Promise<void>;
+  /** Called after each chunk's lines were handled (e.g. to check for a failed writer). */
+  chunkDone?(): void | Promise<void>;
+}
+
+/** Options of {@link readLines}. */
+export interface ReadLinesOptions {
+  /** Longest line passed to the handler, bytes (default 1 MiB); longer ones go to `tooLong`. */
+  maxLineBytes?: number;
+  onProgress?: (progress: ReadProgress) => void;
+  /** Read size for files, bytes (default 1 MiB). */
+  chunkBytes?: number;
+  /** Standard input stream to use for `'-'` (default `process.stdin`). */
+  stdin?: NodeJS.ReadableStream;
+  /** Compute `contentHash`, the SHA-256 of the input's bytes as read (compressed bytes for gzip). */
+  contentHash?: boolean;
+}
+
+/** What {@link readLines} saw. */
+export interface ReadLinesResult {
+  /** Every line, blank ones included (a final line without a terminator counts). */
+  lines: number;
+  /** Blank or whitespace-only lines (not passed to the handler). */
+  blank: number;
+  /** Lines passed to `tooLong`. */
+  tooLong: number;
+  /** Input bytes read (compressed bytes for gzip). */
+  bytesRead: number;
+  /** Decompressed bytes. */
+  bytesDecoded: number;
+  gzip: boolean;
+  /** A read or decompression error that ended the input early (e.g. truncated gzip), else undefined. */
+  readError: string | undefined;
+  /** SHA-256 of the bytes read, hex, when `contentHash` was asked for. */
+  contentHash?: string;
+}
+
+/**
+ * Reads `path` line by line in constant memory: plain or gzip (detected by the magic
+ * bytes 1f 8b, RFC 1952 §2.3.1, whatever the file is called), or standard input for
+ * `'-'`. Lines are split on `\n` in the raw bytes (no `readline`); a trailing `\r` is
+ * dropped; a UTF-8 byte order mark at the start is skipped; blank lines are counted
+ * and skipped; lines longer than `maxLineBytes` are never buffered whole — their
+ * bytes are counted and dropped, then `tooLong` is called with the line number.
+ * Line numbers are 1-based.
+ *
+ * A read or gzip error after the input was opened ends the input early and is
+ * returned in `readError` (the lines before it were delivered).
+ *
+ * @throws ContinuityError CONT_ERR_INPUT_UNREADABLE when the input cannot be opened
+ *   (missing, a directory, no permission).
+ */
+export async function readLines(path: InputPath, handler: LineHandler, options: ReadLinesOptions = {}): Promise<ReadLinesResult> {
+  const maxLine = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+  if (!(maxLine >= 1)) throw new RangeError('maxLineBytes must be >= 1');
+  const { raw: input, totalBytes, close } = await openRaw(path, options);
+  const hash = options.contentHash ? createHash('sha256') : undefined;
+  const raw: AsyncIterable<Buffer> = hash
+    ? (async function* () {
+        for await (const chunk of input) {
+          hash.update(chunk as Buffer);
+          yield chunk as Buffer;
+        }
+      })()
+    : input;
+  const result: ReadLinesResult = { lines: 0, blank: 0, tooLong: 0, bytesRead: 0, bytesDecoded: 0, gzip: false, readError: undefined };
+  const splitter = new LineSplitter(maxLine, handler, result);
+  try {
+    const it = raw[Symbol.asyncIterator]();
+    // Peek at the first bytes for the gzip magic.
+    let head: Buffer = Buffer.alloc(0);
+    let rawDone = false;
+    while (head.length < 2) {
+      const r = await it.next();
+      if (r.done) {
+        rawDone = true;
+        break;
+      }
+      const chunk = r.value as Buffer;
+      result.bytesRead += chunk.length;
+      head = head.length === 0 ? chunk : Buffer.concat([head, chunk]);
+    }
+    options.onProgress?.({ path, bytesRead: result.bytesRead, totalBytes });
+    result.gzip = head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b;
+    let decoded: AsyncIterable<Buffer>;
+    if (!result.gzip) {
+      decoded = (async function* () {
+        if (head.length > 0) yield head;
+        if (rawDone) return;
+        for (;;) {
+          const r = await it.next();
+          if (r.done) return;
+          const chunk = r.value as Buffer;
+          result.bytesRead += chunk.length;
+          options.onProgress?.({ path, bytesRead: result.bytesRead, totalBytes });
+          yield chunk;
+        }
+      })();
+    } else {
+      const source = Readable.from(
+        (async function* () {
+          yield head;
+          if (rawDone) return;
+          for (;;) {
+            const r = await it.next();
+            if (r.done) return;
+            const chunk = r.value as Buffer;
+            result.bytesRead += chunk.length;
+            options.onProgress?.({ path, bytesRead: result.bytesRead, totalBytes });
+            yield chunk;
+          }
+        })(),
+        { objectMode: false },
+      );
+      const gunzip = createGunzip({ chunkSize: 1 << 18 });
+      source.on('error', (err) => gunzip.destroy(err));
+      decoded = source.pipe(gunzip);
+    }
+    const chunks = decoded[Symbol.asyncIterator]();
+    try {
+      for (;;) {
+        let next: IteratorResult<Buffer>;
+        try {
+          next = await chunks.next();
+        } catch (err) {
+          // Only read and zlib errors land here; the handler's own errors propagate.
+          result.readError = (err as Error).message ?? String(err);
+          break;
+        }
+        if (next.done) break;
+        const chunk = next.value;
+        result.bytesDecoded += chunk.length;
+        await splitter.push(chunk);
+        const done = handler.chunkDone?.();
+        if (done) await done;
+      }
+    } finally {
+      await chunks.return?.()?.catch(() => {});
+    }
+    await splitter.end();
+    if (hash) result.contentHash = hash.digest('hex');
+    return result;
+  } finally {
+    await close();
+  }
+}
+
+interface RawInput {
+  raw: AsyncIterable<Buffer>;
+  totalBytes: number | undefined;
+  close(): Promise<void>;
+}
+
+async function openRaw(path: string, options: ReadLinesOptions): Promise<RawInput> {
+  if (path === '-') {
+    const stdin = options.stdin ?? process.stdin;
+    return { raw: stdin as AsyncIterable<Buffer>, totalBytes: undefined, close: async () => {} };
+  }
+  let fh: FileHandle;
+  try {
+    fh = await open(path, 'r');
+  } catch (err) {
+    throw unreadable(path, err);
+  }
+  let size: number | undefined;
+  try {
+    const st = await fh.stat();
+    if (st.isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
+    size = st.isFile() ? st.size : undefined;
+  } catch (err) {
+    await fh.close();
+    throw unreadable(path, err);
+  }
+  const chunkBytes = options.chunkBytes ?? 1 << 20;
+  const handle = fh;
+  return {
+    raw: (async function* () {
+      for (;;) {
+        const buf = Buffer.allocUnsafe(chunkBytes);
+        const { bytesRead } = await handle.read(buf, 0, chunkBytes, null);
+        if (bytesRead === 0) return;
+        yield bytesRead < chunkBytes ? buf.subarray(0, bytesRead) : buf;
+      }
+    })(),
+    totalBytes: size,
+    close: () => handle.close().catch(() => {}),
+  };
+}
+
+function unreadable(path: string, err: unknown): ContinuityError {
+  const e = err as NodeJS.ErrnoException;
+  return new ContinuityError('CONT_ERR_INPUT_UNREADABLE', `${path}: ${e.code ?? ''} ${e.message ?? String(err)}`.trim(), {
+    cause: err,
+    details: { path, errno: e.code },
+  });
+}
+
+/**
+ * Splits chunks into lines. A partial line at the end of a chunk is carried into a
+ * buffer of at most `maxLine` bytes; past that the line is in "skipping" mode and
+ * its bytes are only counted.
+ */
+class LineSplitter {
+  private carry: Buffer;
+  private carryLen = 0;
+  private skipping = false;
+  private skippedBytes = 0;
+  private lineNo = 0;
+  private atStart = true;
+
+  constructor(
+    private readonly maxLine: number,
+    private readonly handler: LineHandler,
+    private readonly result: ReadLinesResult,
+  ) {
+    this.carry = Buffer.allocUnsafe(Math.min(maxLine + 1, 1 << 16));
+  }
+
+  async push(chunk: Buffer): Promise<void> {
+    let pos = 0;
+    if (this.atStart) {
+      this.atStart = false;
+      if (chunk.length >= 3 && chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf) pos = 3;
+    }
+    const n = chunk.length;
+    while (pos < n) {
+      const nl = chunk.indexOf(0x0a, pos);
+      if (nl < 0) {
+        this.append(chunk, pos, n);
+        return;
+      }
+      if (this.carryLen > 0 || this.skipping) {
+        this.append(chunk, pos, nl);
+        const r = this.finishCarried();
+        if (r) await r;
+      } else {
+        const r = this.deliver(chunk, pos, nl);
+        if (r) await r;
+      }
+      pos = nl + 1;
+    }
+  }
+
+  async end(): Promise<void> {
+    if (this.carryLen > 0 || this.skipping) {
+      const r = this.finishCarried();
+      if (r) await r;
+    }
+  }
+
+  private append(chunk: Buffer, s: number, e: number): void {
+    const len = e - s;
+    if (len === 0) return;
+    if (this.skipping) {
+      this.skippedBytes += len;
+      return;
+    }
+    const need = this.carryLen + len;
+    if (need > this.maxLine + 1) {
+      // +1: a trailing \r does not count towards the limit.
+      this.skipping = true;
+      this.skippedBytes = need;
+      this.carryLen = 0;
+      return;
+    }
+    if (need > this.carry.length) {
+      const bigger = Buffer.allocUnsafe(Math.min(this.maxLine + 1, Math.max(need, this.carry.length * 2)));
+      this.carry.copy(bigger, 0, 0, this.carryLen);
+      this.carry = bigger;
+    }
+    chunk.copy(this.carry, this.carryLen, s, e);
+    this.carryLen = need;
+  }
+
+  private finishCarried(): void | Promise<void> {
+    if (this.skipping) {
+      this.skipping = false;
+      const bytes = this.skippedBytes;
+      this.skippedBytes = 0;
+      this.lineNo++;
+      this.result.lines++;
+      this.result.tooLong++;
+      return this.handler.tooLong(this.lineNo, bytes);
+    }
+    const len = this.carryLen;
+    this.carryLen = 0;
+    return this.deliver(this.carry, 0, len);
+  }
+
+  private deliver(buf: Buffer, s: number, e: number): void | Promise<void> {
+    this.lineNo++;
+    this.result.lines++;
+    if (e > s && buf[e - 1] === 0x0d) e--;
+    if (e - s > this.maxLine) {
+      this.result.tooLong++;
+      return this.handler.tooLong(this.lineNo, e - s);
+    }
+    if (e === s || isBlank(buf, s, e)) {
+      this.result.blank++;
+      return;
+    }
+    return this.handler.line(buf, s, e, this.lineNo);
+  }
+}
+
+function isBlank(buf: Buffer, s: number, e: number): boolean {
+  const c = buf[s];
+  if (c !== 0x20 && c !== 0x09 && c !== 0x0d) return false;
+  for (let i = s; i < e; i++) {
+    const d = buf[i];
+    if (d !== 0x20 && d !== 0x09 && d !== 0x0d) return false;
+  }
+  return true;
+}

@@ -1,0 +1,1126 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { hostname } from 'node:os';
+import type { Logger } from '@opentelemetry/api-logs';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { BatchLogRecordProcessor, LoggerProvider, type LogRecordExporter } from '@opentelemetry/sdk-logs';
+import type { FastifyPluginCallback } from 'fastify';
+import { z } from 'zod';
+import { ContinuityError, createKeyedHasher, type KeyedHasher } from '../../core/index.ts';
+import { CapKind, LifecycleAction, RefusedReason, RemintMode, RemintOutcome, SessionResolution, ShutdownReason } from '../../schema/index.ts';
+import { classifyChallenge } from '../challenge.ts';
+import { classifySettlement, knownRefusalMessage, type SessionResolutionValue } from './classify.ts';
+import {
+  emptyFindings,
+  emptySummary,
+  JsonBodyTap,
+  noteResponseMessage,
+  responseBodyKind,
+  SseBodyTap,
+  summarizeRequest,
+  type BodyKind,
+  type RequestSummary,
+  type ResponseFindings,
+} from './inspect.ts';
+import { eventAttributes } from './log-record.ts';
+import {
+  BoundedQueueProcessor,
+  CountingExporter,
+  createOtlpExporter,
+  createPipelineCounters,
+  type OtlpOptions,
+  type PipelineCounters,
+} from './pipeline.ts';
+import {
+  ATTR_CONTINUITY_BOOT_ID,
+  ATTR_DEPLOYMENT_ENVIRONMENT_NAME,
+  ATTR_SERVICE_INSTANCE_ID,
+  ATTR_SERVICE_NAME,
+  ATTR_SERVICE_VERSION,
+  EXTRA_BATCH_SIZE,
+  EXTRA_BODY_TRUNCATED,
+  EXTRA_IN_FLIGHT_STREAMS,
+  EXTRA_REASON_SOURCE,
+  EXTRA_REQUESTED_REASON,
+  EXTRA_RPC_MESSAGE,
+} from './semconv.ts';
+import { createUuidV7Generator } from './uuidv7.ts';
+
+/** Instrumentation scope of the emitted log records. */
+export const INSTRUMENTATION_SCOPE = 'mcp-continuity/collectors/mcp';
+/** Version of the event contract the records follow (DESIGN §3 "Event contract v1"). */
+export const CONTRACT_VERSION = '1';
+
+export type RefusedReasonValue = z.infer<typeof RefusedReason>;
+export type RemintModeValue = z.infer<typeof RemintMode>;
+export type RemintOutcomeValue = z.infer<typeof RemintOutcome>;
+export type LifecycleActionValue = z.infer<typeof LifecycleAction>;
+export type CapKindValue = z.infer<typeof CapKind>;
+export type ShutdownReasonValue = z.infer<typeof ShutdownReason>;
+export type { SessionResolutionValue };
+
+/** Options of {@link createMcpCollector}. Only `hashKey` (or `hasher`) and `service.name` are required. */
+export interface McpCollectorOptions {
+  /** `false` makes every hook and call a no-op: no provider, no exporter, no boot event (default true). */
+  enabled?: boolean;
+  /**
+   * Deployment key for the keyed hash of session ids and principals (HMAC-SHA-256,
+   * core/hash.ts): hex text or bytes, at least 16 bytes. The same key as the rest
+   * of the deployment (`CONTINUITY_HASH_KEY`), so that `continuity hash` agrees.
+   */
+  hashKey?: string | Buffer;
+  /** A ready hasher instead of `hashKey`. */
+  hasher?: KeyedHasher;
+  /** Resource identity: `service.name`, `service.instance.id` (default: host name), `service.version`, `deployment.environment.name`. */
+  service: { name: string; instanceId?: string; version?: string; environment?: string };
+  /** OTLP/HTTP exporter settings (ignored when `exporter` is given). */
+  otlp?: OtlpOptions;
+  /** Any OpenTelemetry log exporter instead of OTLP/HTTP (tests: InMemoryLogRecordExporter; embedded mode: an in-process sink). */
+  exporter?: LogRecordExporter;
+  /** BatchLogRecordProcessor settings; `maxQueueSize` bounds memory (records beyond it are dropped and counted). */
+  batch?: { maxQueueSize?: number; maxExportBatchSize?: number; scheduledDelayMillis?: number; exportTimeoutMillis?: number };
+  /** Bytes of each request and response body inspected (default 65 536). Longer bodies are classified from status and headers. */
+  maxInspectBytes?: number;
+  /** Session keys remembered this boot, for refused-miss reasons and client info (default 16 384; oldest forgotten first). */
+  maxTrackedSessions?: number;
+  /**
+   * The principal of a request (raw; hashed before it leaves the process). Called
+   * when each event is emitted, so it sees `req.auth` once auth middleware ran.
+   * Default: `req.auth.clientId` as set by the SDK's `requireBearerAuth`.
+   */
+  principalOf?: (req: IncomingMessage) => string | undefined;
+  /** Which requests are MCP traffic (default: all requests the hook sees). */
+  include?: (req: IncomingMessage) => boolean;
+  /**
+   * Install SIGTERM/SIGINT handlers that run `shutdown({ reason: 'signal' })` and
+   * then re-raise the signal when no other listener handles it. Never by default.
+   */
+  handleSignals?: boolean | { signals?: NodeJS.Signals[]; drainTimeoutMs?: number };
+  /** Process-incarnation id (default: a fresh UUIDv7 per collector). */
+  bootId?: string;
+  /** Told about every internal error (already counted); must not throw (it is guarded anyway). */
+  onInternalError?: (error: unknown) => void;
+}
+
+/** What the application knows better than the collector about one request. */
+export interface RequestAnnotation {
+  /** Overrides the inferred session resolution (e.g. `alias` or `rebuilt` after a re-mint). */
+  sessionResolution?: SessionResolutionValue;
+  /** Reason of a refused miss (e.g. `idle_ttl`, `evicted`, `principal_mismatch`). */
+  refusedReason?: RefusedReasonValue;
+  /** The refused session could have been re-minted. */
+  remintEligible?: boolean;
+  /** The raw principal (hashed here), when `principalOf` cannot see it. */
+  principal?: string;
+}
+
+/** A re-mint: the server rebuilt stale session `staleSessionId` as `replacementSessionId`. Raw ids; hashed here. */
+export interface RemintInput {
+  staleSessionId: string;
+  replacementSessionId: string;
+  mode: RemintModeValue;
+  outcome: RemintOutcomeValue;
+  /** Arrival that triggered it (see `arrivalIdOf(req)`), or pass `req`. */
+  arrivalId?: string;
+  req?: IncomingMessage;
+  principal?: string;
+}
+
+/** A session lifecycle change with the principal's counts after it (contract `session_lifecycle`). */
+export interface SessionLifecycleInput {
+  action: LifecycleActionValue;
+  /** Raw session id; hashed here. */
+  sessionId?: string;
+  principal?: string;
+  capKind?: CapKindValue;
+  liveCount?: number;
+  liveCap?: number;
+  durableCount?: number;
+  durableCap?: number;
+  globalCount?: number;
+  globalCap?: number;
+  /** How long the evicted session had been idle, ms. */
+  victimIdleMs?: number;
+  victimInFlight?: number;
+}
+
+/** Per-principal counts against caps (contract `cap_snapshot`). */
+export interface CapSnapshotInput {
+  principal: string;
+  liveCount?: number;
+  liveCap?: number;
+  durableCount?: number;
+  durableCap?: number;
+  globalCount?: number;
+  globalCap?: number;
+}
+
+/** Options of {@link McpCollector.shutdown}. */
+export interface ShutdownOptions {
+  /** Why the process stops (default `signal`). Becomes `drain_timeout` when requests were still open at the deadline. */
+  reason?: ShutdownReasonValue;
+  /** Longest wait for open requests to settle, ms (default 10 000). Open GET (server-push SSE) streams are not waited for. */
+  drainTimeoutMs?: number;
+  /** Longest wait for the final export, ms (default 5 000). */
+  flushTimeoutMs?: number;
+}
+
+/** Self-report (monotonic counts except `in_flight`, `queued`, `exporting`). */
+export interface CollectorCounters extends PipelineCounters {
+  /** Errors caught inside hooks and calls (never thrown into the host). */
+  internal_errors: number;
+  /** Application API calls refused because an argument broke the contract (e.g. an unknown mode). */
+  rejected_calls: number;
+  /** Requests observed and not yet settled. */
+  in_flight: number;
+}
+
+/** Node request handler shape (node:http, Express). */
+export type NodeHandler<R> = (req: IncomingMessage, res: ServerResponse) => R;
+
+/** The collector. No method throws; all are no-ops when disabled or after shutdown. */
+export interface McpCollector {
+  readonly enabled: boolean;
+  /** This process incarnation's `boot_id`. */
+  readonly bootId: string;
+  /** Connect/Express-style middleware: observes the request, then calls `next()`. */
+  middleware(req: IncomingMessage, res: ServerResponse, next?: (err?: unknown) => void): void;
+  /** fastify plugin (not encapsulated): `await app.register(collector.fastifyPlugin)`. */
+  readonly fastifyPlugin: FastifyPluginCallback;
+  /** Wraps a node:http request handler. */
+  wrapHandler<R>(handler: NodeHandler<R>): NodeHandler<R>;
+  /** Starts observing one exchange (what the three adapters call). Idempotent per request. */
+  observe(req: IncomingMessage, res: ServerResponse): void;
+  /** Supplies an already parsed body (e.g. fastify's `request.body`) when the raw stream was read elsewhere. */
+  supplyBody(req: IncomingMessage, body: unknown): void;
+  /** The `arrival_id` of an observed request (UUIDv7), for joining application events. */
+  arrivalIdOf(req: IncomingMessage): string | undefined;
+  /** Adds what the application knows about a request (refused reason, resolution, principal). */
+  annotate(req: IncomingMessage, annotation: RequestAnnotation): void;
+  recordRemint(input: RemintInput): void;
+  recordSessionLifecycle(input: SessionLifecycleInput): void;
+  recordCapSnapshot(input: CapSnapshotInput): void;
+  counters(): CollectorCounters;
+  /** Exports everything queued; resolves (never rejects) when done or failed. */
+  flush(): Promise<void>;
+  /** Drains, emits `shutdown`, flushes and stops the exporter. Idempotent. Never rejects. */
+  shutdown(options?: ShutdownOptions): Promise<void>;
+}
+
+interface SessionInfo {
+  clientName: string;
+  clientVersion: string;
+  protocolVersion: string;
+  /** Why the server dropped it, when known (lifecycle record or an observed DELETE). */
+  cause?: RefusedReasonValue;
+}
+
+/** Per-request state. Raw identifiers are hashed on arrival and never stored. */
+interface Exchange {
+  readonly arrivalId: string;
+  readonly startUs: number;
+  readonly startMs: number;
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  readonly httpMethod: string;
+  readonly sessionKey: string;
+  readonly hasCredential: boolean;
+  readonly userAgent: string;
+  readonly headerProtocol: string;
+  readonly headerMethod: string;
+  readonly headerName: string;
+  readonly isStream: boolean;
+  reqTap: JsonBodyTap | undefined;
+  summary: RequestSummary;
+  summarized: boolean;
+  arrivalEmitted: boolean;
+  settled: boolean;
+  headSeen: boolean;
+  status: number;
+  responseSessionKey: string;
+  wwwAuthenticate: string[];
+  bodyKind: BodyKind;
+  jsonTap: JsonBodyTap | undefined;
+  sseTap: SseBodyTap | undefined;
+  findings: ResponseFindings;
+  annotation: RequestAnnotation;
+  cancelled: boolean;
+  principalKey: string;
+  requestIdKey: string;
+}
+
+/** Insertion-ordered map that forgets its oldest entry when full. */
+class BoundedMap<K, V> {
+  private readonly map = new Map<K, V>();
+  constructor(private readonly max: number) {}
+  get(key: K): V | undefined {
+    return this.map.get(key);
+  }
+  has(key: K): boolean {
+    return this.map.has(key);
+  }
+  /** Sets and marks as most recent. */
+  set(key: K, value: V): void {
+    this.map.delete(key);
+    if (this.map.size >= this.max) {
+      const oldest = this.map.keys().next();
+      if (!oldest.done) this.map.delete(oldest.value);
+    }
+    this.map.set(key, value);
+  }
+}
+
+const u32 = z.number().int().min(0).max(4_294_967_295).optional();
+const CountsSchema = {
+  liveCount: u32,
+  liveCap: u32,
+  durableCount: u32,
+  durableCap: u32,
+  globalCount: u32,
+  globalCap: u32,
+};
+const RemintSchema = z.object({
+  staleSessionId: z.string().min(1),
+  replacementSessionId: z.string().min(1),
+  mode: RemintMode,
+  outcome: RemintOutcome,
+  arrivalId: z.string().max(64).optional(),
+  principal: z.string().optional(),
+});
+const LifecycleSchema = z.object({
+  action: LifecycleAction,
+  sessionId: z.string().optional(),
+  principal: z.string().optional(),
+  capKind: CapKind.optional(),
+  ...CountsSchema,
+  victimIdleMs: z.number().min(0).max(1e12).optional(),
+  victimInFlight: u32,
+});
+const CapSnapshotSchema = z.object({ principal: z.string(), ...CountsSchema });
+const AnnotationSchema = z.object({
+  sessionResolution: SessionResolution.optional(),
+  refusedReason: RefusedReason.optional(),
+  remintEligible: z.boolean().optional(),
+  principal: z.string().optional(),
+});
+
+const OptionsSchema = z.object({
+  enabled: z.boolean().optional(),
+  service: z.object({
+    name: z.string().min(1).max(256),
+    instanceId: z.string().max(256).optional(),
+    version: z.string().max(256).optional(),
+    environment: z.string().max(256).optional(),
+  }),
+  otlp: z
+    .object({
+      url: z.url().optional(),
+      encoding: z.enum(['json', 'protobuf']).optional(),
+      headers: z.record(z.string(), z.string()).optional(),
+      timeoutMillis: z.number().int().positive().optional(),
+      compression: z.enum(['gzip', 'none']).optional(),
+    })
+    .optional(),
+  batch: z
+    .object({
+      maxQueueSize: z.number().int().min(1).max(1_000_000).optional(),
+      maxExportBatchSize: z.number().int().min(1).max(1_000_000).optional(),
+      scheduledDelayMillis: z.number().int().min(0).optional(),
+      exportTimeoutMillis: z.number().int().positive().optional(),
+    })
+    .optional(),
+  maxInspectBytes: z.number().int().min(1024).max(16 * 1024 * 1024).optional(),
+  maxTrackedSessions: z.number().int().min(1).max(10_000_000).optional(),
+  bootId: z.string().min(1).max(128).optional(),
+});
+
+const LIFECYCLE_CAUSE: Partial<Record<LifecycleActionValue, RefusedReasonValue>> = {
+  closed: 'deleted',
+  expired: 'idle_ttl',
+  evicted: 'evicted',
+};
+
+const NO_BODY_METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
+
+function nowMicros(): number {
+  return Math.round((performance.timeOrigin + performance.now()) * 1000);
+}
+
+function hrTime(us: number): [number, number] {
+  return [Math.floor(us / 1e6), (us % 1e6) * 1000];
+}
+
+function header(value: string | string[] | number | undefined): string {
+  if (Array.isArray(value)) return value[0] ?? '';
+  return value === undefined ? '' : String(value);
+}
+
+function headerList(value: unknown): string[] {
+  if (Array.isArray(value)) return value.map(String);
+  return value === undefined || value === null ? [] : [String(value)];
+}
+
+/** Lower-cased response headers: those set with setHeader plus those passed to writeHead. */
+function responseHeaders(res: ServerResponse, passed: unknown): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  for (const [k, v] of Object.entries(res.getHeaders())) out.set(k.toLowerCase(), v);
+  if (Array.isArray(passed)) {
+    if (passed.length > 0 && Array.isArray(passed[0])) {
+      for (const pair of passed as unknown[][]) if (typeof pair[0] === 'string') out.set(pair[0].toLowerCase(), pair[1]);
+    } else {
+      for (let i = 0; i + 1 < passed.length; i += 2) if (typeof passed[i] === 'string') out.set((passed[i] as string).toLowerCase(), passed[i + 1]);
+    }
+  } else if (typeof passed === 'object' && passed !== null) {
+    for (const [k, v] of Object.entries(passed)) out.set(k.toLowerCase(), v);
+  }
+  return out;
+}
+
+function defaultPrincipalOf(req: IncomingMessage): string | undefined {
+  const auth = (req as IncomingMessage & { auth?: { clientId?: unknown } }).auth;
+  return typeof auth?.clientId === 'string' ? auth.clientId : undefined;
+}
+
+function configError(detail: string, issues?: unknown): ContinuityError {
+  return new ContinuityError('CONT_ERR_CONFIG', `collectors/mcp: ${detail}`, issues === undefined ? {} : { details: { issues } });
+}
+
+/**
+ * Creates the MCP server-side collector (DESIGN §2–3): it observes Streamable
+ * HTTP exchanges of an MCP server built on @modelcontextprotocol/sdk (node:http,
+ * Express or fastify host) and emits contract events as OpenTelemetry log records
+ * (event name = `event_type`) through a BatchLogRecordProcessor to OTLP/HTTP.
+ *
+ * Emits `boot` immediately. Per request: `arrival`; on response end or connection
+ * close `settlement`, plus `session_refused` for a refused miss and
+ * `auth_challenge` for 401/403. See README.md for what each field holds and how
+ * the SDK's own answers are detected.
+ *
+ * Guarantees: hooks never throw into the host and never block (errors are
+ * counted in `internal_errors`); the export queue is bounded by
+ * `batch.maxQueueSize` with counted drops; session ids and principals are keyed
+ * hashes before any record is created.
+ *
+ * @throws ContinuityError `CONT_ERR_CONFIG` at creation when options are invalid
+ *   (missing/short hash key, missing service name, bad numbers or URL). Nothing
+ *   throws after creation.
+ */
+export function createMcpCollector(options: McpCollectorOptions): McpCollector {
+  if (options.enabled === false) return createDisabledCollector();
+  const parsed = OptionsSchema.safeParse(options);
+  if (!parsed.success) throw configError('invalid options', parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`));
+  let hash: KeyedHasher;
+  if (options.hasher) hash = options.hasher;
+  else {
+    const text = options.hashKey;
+    if (typeof text === 'string' && !/^(?:[0-9a-fA-F]{2})+$/.test(text)) throw configError('hashKey text must be hex (like CONTINUITY_HASH_KEY)');
+    const key = typeof text === 'string' ? Buffer.from(text, 'hex') : text;
+    if (!key || key.length < 16) throw configError('hashKey (at least 16 bytes: 32+ hex characters or a Buffer) or hasher is required');
+    hash = createKeyedHasher(key);
+  }
+  for (const name of ['principalOf', 'include', 'onInternalError'] as const) {
+    if (options[name] !== undefined && typeof options[name] !== 'function') throw configError(`${name} must be a function`);
+  }
+
+  const o = parsed.data;
+  const maxInspectBytes = o.maxInspectBytes ?? 65_536;
+  const maxQueueSize = o.batch?.maxQueueSize ?? 2048;
+  const principalOf = options.principalOf ?? defaultPrincipalOf;
+  const include = options.include;
+  const bootId = o.bootId ?? createUuidV7Generator()();
+  const newId = createUuidV7Generator();
+
+  const pipeline = createPipelineCounters();
+  let internalErrors = 0;
+  let rejectedCalls = 0;
+
+  const internal = (err: unknown) => {
+    internalErrors += 1;
+    try {
+      options.onInternalError?.(err);
+    } catch {
+      // the diagnostic hook itself failed: already counted
+    }
+  };
+  const guard = (fn: () => void) => {
+    try {
+      fn();
+    } catch (err) {
+      internal(err);
+    }
+  };
+
+  const exporter = new CountingExporter(options.exporter ?? createOtlpExporter(o.otlp), pipeline);
+  const batch = new BatchLogRecordProcessor({
+    exporter,
+    maxQueueSize,
+    maxExportBatchSize: Math.min(o.batch?.maxExportBatchSize ?? 512, maxQueueSize),
+    scheduledDelayMillis: o.batch?.scheduledDelayMillis ?? 1000,
+    exportTimeoutMillis: o.batch?.exportTimeoutMillis ?? 30_000,
+  });
+  const resourceAttributes: Record<string, string> = {
+    [ATTR_SERVICE_NAME]: o.service.name,
+    [ATTR_SERVICE_INSTANCE_ID]: o.service.instanceId ?? hostname(),
+    [ATTR_CONTINUITY_BOOT_ID]: bootId,
+  };
+  if (o.service.version) resourceAttributes[ATTR_SERVICE_VERSION] = o.service.version;
+  if (o.service.environment) resourceAttributes[ATTR_DEPLOYMENT_ENVIRONMENT_NAME] = o.service.environment;
+  const provider = new LoggerProvider({
+    resource: resourceFromAttributes(resourceAttributes),
+    processors: [new BoundedQueueProcessor(batch, maxQueueSize, pipeline)],
+  });
+  const logger: Logger = provider.getLogger(INSTRUMENTATION_SCOPE, CONTRACT_VERSION);
+
+  let state: 'running' | 'draining' | 'closed' = 'running';
+  const exchanges = new WeakMap<IncomingMessage, Exchange>();
+  const open = new Set<Exchange>();
+  const byArrival = new Map<string, Exchange>();
+  const byRequestId = new Map<string, Exchange>();
+  const sessions = new BoundedMap<string, SessionInfo>(o.maxTrackedSessions ?? 16_384);
+  let drainWaiter: (() => void) | undefined;
+
+  const emitEvent = (event: Record<string, unknown>, tsUs: number) => {
+    if (state === 'closed') return;
+    try {
+      logger.emit({ eventName: String(event.event_type), timestamp: hrTime(tsUs), attributes: eventAttributes(event) });
+    } catch (err) {
+      internal(err);
+    }
+  };
+
+  const principalKeyOf = (ex: Exchange): string => {
+    if (ex.principalKey) return ex.principalKey;
+    let raw: string | undefined;
+    try {
+      raw = ex.annotation.principal ?? principalOf(ex.req);
+    } catch (err) {
+      internal(err);
+    }
+    if (typeof raw === 'string' && raw !== '') ex.principalKey = hash(raw);
+    return ex.principalKey;
+  };
+
+  const envelope = (ex: Exchange, sessionKey: string, protocolVersion?: string) => {
+    const info = sessionKey ? sessions.get(sessionKey) : undefined;
+    return {
+      event_id: newId(),
+      source: 'server',
+      protocol_version: (protocolVersion || ex.headerProtocol || ex.summary.protocolVersion || info?.protocolVersion || '').slice(0, 32),
+      session_key: sessionKey,
+      principal_key: principalKeyOf(ex),
+      client_name: ex.summary.clientName || info?.clientName || '',
+      client_version: ex.summary.clientVersion || info?.clientVersion || '',
+      user_agent: ex.userAgent,
+    };
+  };
+
+  const emitArrival = (ex: Exchange) => {
+    if (ex.arrivalEmitted) return;
+    ex.arrivalEmitted = true;
+    const s = ex.summary;
+    const method = s.method || ex.headerMethod;
+    const attrs: Record<string, string> = {};
+    if (s.batchSize > 1) attrs[EXTRA_BATCH_SIZE] = String(s.batchSize);
+    if (ex.reqTap?.truncated) attrs[EXTRA_BODY_TRUNCATED] = 'true';
+    emitEvent(
+      {
+        event_type: 'arrival',
+        ...envelope(ex, ex.sessionKey),
+        arrival_id: ex.arrivalId,
+        http_method: ex.httpMethod,
+        mcp_method: method,
+        jsonrpc_id: s.id,
+        tool_name: s.toolName || (method === 'tools/call' ? ex.headerName : ''),
+        has_credential: ex.hasCredential,
+        attrs,
+      },
+      ex.startUs,
+    );
+  };
+
+  const useSummary = (ex: Exchange, body: unknown) => {
+    if (ex.summarized) return;
+    ex.summarized = true;
+    ex.summary = summarizeRequest(body) ?? emptySummary();
+    const s = ex.summary;
+    if (ex.sessionKey && s.expectsResponse && s.id) {
+      ex.requestIdKey = `${ex.sessionKey} ${s.id}`;
+      byRequestId.set(ex.requestIdKey, ex);
+    }
+    // notifications/cancelled (MCP "Cancellation"): mark the named in-flight request.
+    if (ex.sessionKey && s.cancelledRequestId) {
+      const target = byRequestId.get(`${ex.sessionKey} ${s.cancelledRequestId}`);
+      if (target && !target.settled) target.cancelled = true;
+    }
+  };
+
+  const finishRequestBody = (ex: Exchange) => {
+    if (!ex.summarized) useSummary(ex, ex.reqTap && !ex.reqTap.truncated ? ex.reqTap.parse() : undefined);
+    emitArrival(ex);
+  };
+
+  const onHead = (ex: Exchange, args: unknown[]) => {
+    const status = Number(args[0]);
+    ex.status = Number.isInteger(status) && status > 0 ? status : ex.res.statusCode;
+    const headers = responseHeaders(ex.res, typeof args[1] === 'string' ? args[2] : args[1]);
+    const sid = header(headers.get('mcp-session-id') as string | string[] | undefined);
+    if (sid) ex.responseSessionKey = hash(sid);
+    ex.wwwAuthenticate = headerList(headers.get('www-authenticate'));
+    if (!ex.headSeen) {
+      ex.headSeen = true;
+      ex.bodyKind = responseBodyKind(header(headers.get('content-type') as string | undefined), header(headers.get('content-encoding') as string | undefined));
+      if (ex.bodyKind === 'json') ex.jsonTap = new JsonBodyTap(maxInspectBytes);
+      else if (ex.bodyKind === 'sse') ex.sseTap = new SseBodyTap(maxInspectBytes, (m) => noteResponseMessage(ex.findings, m));
+    }
+  };
+
+  const onBody = (ex: Exchange, chunk: unknown, encoding: unknown) => {
+    if (!ex.headSeen) onHead(ex, [ex.res.statusCode]);
+    if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
+    const enc = typeof encoding === 'string' ? encoding : undefined;
+    if (ex.jsonTap) ex.jsonTap.write(chunk, enc);
+    else if (ex.sseTap) ex.sseTap.write(chunk, enc);
+  };
+
+  const checkDrain = () => {
+    if (!drainWaiter) return;
+    for (const ex of open) if (!ex.isStream) return;
+    const resolve = drainWaiter;
+    drainWaiter = undefined;
+    resolve();
+  };
+
+  const settle = (ex: Exchange, finished: boolean) => {
+    if (ex.settled) return;
+    ex.settled = true;
+    const at = { us: nowMicros(), ms: performance.now() };
+    if (!ex.arrivalEmitted && !ex.req.readableEnded) {
+      // The handler answered without reading the body (a session check or an
+      // auth guard in front of the transport). Node dumps an unread body once the
+      // response finishes; one event-loop turn lets the tap see it, so the arrival
+      // still names the method of a refused miss. Without a body, headers decide.
+      setImmediate(() => completeSettlement(ex, finished, at));
+    } else completeSettlement(ex, finished, at);
+  };
+
+  const completeSettlement = (ex: Exchange, finished: boolean, at: { us: number; ms: number }) => {
+    open.delete(ex);
+    byArrival.delete(ex.arrivalId);
+    if (ex.requestIdKey && byRequestId.get(ex.requestIdKey) === ex) byRequestId.delete(ex.requestIdKey);
+    try {
+      if (!ex.arrivalEmitted) finishRequestBody(ex);
+      if (finished && ex.jsonTap) noteResponseMessage(ex.findings, ex.jsonTap.parse());
+      if (finished && ex.sseTap) ex.sseTap.end();
+      ex.findings.truncated = Boolean(ex.jsonTap?.truncated || ex.sseTap?.truncated);
+      const status = ex.headSeen ? ex.status : 0;
+      const v = classifySettlement({
+        finished,
+        status,
+        requestSessionKey: ex.sessionKey,
+        responseSessionKey: ex.responseSessionKey,
+        expectsResponse: ex.summary.expectsResponse,
+        sse: ex.bodyKind === 'sse',
+        findings: ex.findings,
+        cancelled: ex.cancelled,
+      });
+      const resolution: SessionResolutionValue = v.refused ? 'refused' : (ex.annotation.sessionResolution ?? v.resolution);
+      const settledSession = ex.sessionKey || v.mintedSessionKey;
+      // Remember sessions this boot served, for refused-miss reasons and client info.
+      if (v.mintedSessionKey) {
+        sessions.set(v.mintedSessionKey, {
+          clientName: ex.summary.clientName,
+          clientVersion: ex.summary.clientVersion,
+          protocolVersion: ex.findings.protocolVersion || ex.summary.protocolVersion,
+        });
+      }
+      if (ex.sessionKey && status >= 200 && status < 300) {
+        const info = sessions.get(ex.sessionKey) ?? { clientName: '', clientVersion: '', protocolVersion: ex.headerProtocol };
+        // An observed DELETE explains a later refusal; any other success means the session is alive.
+        if (ex.httpMethod === 'DELETE') info.cause = 'deleted';
+        else delete info.cause;
+        sessions.set(ex.sessionKey, info);
+      }
+      const attrs: Record<string, string> = {};
+      if (ex.findings.truncated) attrs[EXTRA_BODY_TRUNCATED] = 'true';
+      emitEvent(
+        {
+          event_type: 'settlement',
+          ...envelope(ex, settledSession, ex.findings.protocolVersion),
+          arrival_id: ex.arrivalId,
+          http_status: status,
+          outcome: v.outcome,
+          error_type: v.errorType,
+          rpc_status_code: v.rpcStatusCode,
+          duration_ms: Math.max(0, Math.round((at.ms - ex.startMs) * 1000) / 1000),
+          session_resolution: resolution,
+          minted_session_key: v.mintedSessionKey,
+          attrs,
+        },
+        at.us,
+      );
+      if (v.refused) {
+        let reason: RefusedReasonValue;
+        let source: string;
+        const info = ex.sessionKey ? sessions.get(ex.sessionKey) : undefined;
+        if (ex.annotation.refusedReason) [reason, source] = [ex.annotation.refusedReason, 'app'];
+        else if (!ex.sessionKey) [reason, source] = ['never_seen', 'inferred'];
+        else if (!info) [reason, source] = ['unknown_after_boot', 'inferred'];
+        else if (info.cause) [reason, source] = [info.cause, 'lifecycle'];
+        else [reason, source] = ['evicted', 'inferred'];
+        const refusedAttrs: Record<string, string> = { [EXTRA_REASON_SOURCE]: source };
+        const phrase = knownRefusalMessage(ex.findings.firstError?.message ?? '');
+        if (phrase) refusedAttrs[EXTRA_RPC_MESSAGE] = phrase;
+        emitEvent(
+          {
+            event_type: 'session_refused',
+            ...envelope(ex, ex.sessionKey),
+            arrival_id: ex.arrivalId,
+            reason,
+            http_status: status,
+            remint_eligible: ex.annotation.remintEligible ?? false,
+            attrs: refusedAttrs,
+          },
+          at.us,
+        );
+      }
+      if (finished && (status === 401 || status === 403)) {
+        const c = classifyChallenge(status, ex.wwwAuthenticate, ex.hasCredential);
+        emitEvent(
+          {
+            event_type: 'auth_challenge',
+            ...envelope(ex, ex.sessionKey),
+            arrival_id: ex.arrivalId,
+            http_status: status,
+            challenge_class: c.challenge_class,
+            has_credential: ex.hasCredential,
+            scope: c.scope.slice(0, 512),
+            has_resource_metadata: c.has_resource_metadata,
+          },
+          at.us,
+        );
+      }
+    } catch (err) {
+      internal(err);
+    }
+    checkDrain();
+  };
+
+  const tapRequest = (ex: Exchange) => {
+    const req = ex.req;
+    const tap = new JsonBodyTap(maxInspectBytes);
+    ex.reqTap = tap;
+    const original = req.emit;
+    // Observing 'data' through emit sees every chunk whoever reads the stream
+    // (listeners, read(), Readable.toWeb) without changing its flowing mode.
+    req.emit = function (this: IncomingMessage, event: string | symbol, ...args: unknown[]): boolean {
+      if (!ex.arrivalEmitted) {
+        try {
+          if (event === 'data') {
+            tap.write(args[0], req.readableEncoding ?? undefined);
+            if (tap.truncated) finishRequestBody(ex);
+          } else if (event === 'end') finishRequestBody(ex);
+        } catch (err) {
+          internal(err);
+        }
+      }
+      return original.call(this, event, ...args);
+    } as IncomingMessage['emit'];
+  };
+
+  const tapResponse = (ex: Exchange) => {
+    const res = ex.res;
+    const writeHead = res.writeHead as unknown as (...args: unknown[]) => ServerResponse;
+    const write = res.write as unknown as (...args: unknown[]) => boolean;
+    const end = res.end as unknown as (...args: unknown[]) => ServerResponse;
+    res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
+      guard(() => onHead(ex, args));
+      return writeHead.apply(this, args);
+    } as unknown as ServerResponse['writeHead'];
+    res.write = function (this: ServerResponse, ...args: unknown[]) {
+      guard(() => onBody(ex, args[0], args[1]));
+      return write.apply(this, args);
+    } as unknown as ServerResponse['write'];
+    res.end = function (this: ServerResponse, ...args: unknown[]) {
+      guard(() => onBody(ex, args[0], args[1]));
+      return end.apply(this, args);
+    } as unknown as ServerResponse['end'];
+    res.once('finish', () => settle(ex, true));
+    res.once('close', () => settle(ex, res.writableFinished));
+  };
+
+  const observe = (req: IncomingMessage, res: ServerResponse) => {
+    guard(() => {
+      if (state === 'closed' || exchanges.has(req) || res.headersSent) return;
+      if (include && !include(req)) return;
+      const h = req.headers;
+      const rawSession = header(h['mcp-session-id']);
+      const method = (req.method ?? '').toUpperCase().slice(0, 16);
+      const ex: Exchange = {
+        arrivalId: newId(),
+        startUs: nowMicros(),
+        startMs: performance.now(),
+        req,
+        res,
+        httpMethod: method,
+        sessionKey: rawSession ? hash(rawSession) : '',
+        hasCredential: h.authorization !== undefined,
+        userAgent: header(h['user-agent']).slice(0, 1024),
+        headerProtocol: header(h['mcp-protocol-version']).slice(0, 32),
+        headerMethod: header(h['mcp-method']).slice(0, 128),
+        headerName: header(h['mcp-name']).slice(0, 256),
+        isStream: method === 'GET',
+        reqTap: undefined,
+        summary: emptySummary(),
+        summarized: false,
+        arrivalEmitted: false,
+        settled: false,
+        headSeen: false,
+        status: 0,
+        responseSessionKey: '',
+        wwwAuthenticate: [],
+        bodyKind: 'skip',
+        jsonTap: undefined,
+        sseTap: undefined,
+        findings: emptyFindings(),
+        annotation: {},
+        cancelled: false,
+        principalKey: '',
+        requestIdKey: '',
+      };
+      exchanges.set(req, ex);
+      open.add(ex);
+      byArrival.set(ex.arrivalId, ex);
+      tapResponse(ex);
+      const parsedBody = (req as IncomingMessage & { body?: unknown }).body;
+      const length = h['content-length'];
+      const noBody = req.readableEnded || (h['transfer-encoding'] === undefined && (length !== undefined ? Number(length) === 0 : NO_BODY_METHODS.has(method)));
+      if (typeof parsedBody === 'object' && parsedBody !== null) {
+        useSummary(ex, parsedBody);
+        emitArrival(ex);
+      } else if (noBody) {
+        useSummary(ex, undefined);
+        emitArrival(ex);
+      } else tapRequest(ex);
+    });
+  };
+
+  const supplyBody = (req: IncomingMessage, body: unknown) => {
+    guard(() => {
+      const ex = exchanges.get(req);
+      if (!ex || ex.arrivalEmitted) return;
+      useSummary(ex, body);
+      emitArrival(ex);
+    });
+  };
+
+  const annotate = (req: IncomingMessage, annotation: RequestAnnotation) => {
+    guard(() => {
+      const ex = exchanges.get(req);
+      const a = AnnotationSchema.safeParse(annotation);
+      if (!a.success) {
+        rejectedCalls += 1;
+        return;
+      }
+      if (!ex) return;
+      Object.assign(ex.annotation, a.data);
+      if (a.data.principal) ex.principalKey = hash(a.data.principal);
+    });
+  };
+
+  /** Envelope for application-API events that are not tied to an observed exchange. */
+  const appEnvelope = (sessionKey: string, principal: string | undefined, ex?: Exchange) => {
+    if (ex) {
+      const env = envelope(ex, sessionKey);
+      if (principal) env.principal_key = hash(principal);
+      return env;
+    }
+    const info = sessionKey ? sessions.get(sessionKey) : undefined;
+    return {
+      event_id: newId(),
+      source: 'server',
+      protocol_version: info?.protocolVersion ?? '',
+      session_key: sessionKey,
+      principal_key: principal ? hash(principal) : '',
+      client_name: info?.clientName ?? '',
+      client_version: info?.clientVersion ?? '',
+    };
+  };
+
+  const recordRemint = (input: RemintInput) => {
+    guard(() => {
+      if (state === 'closed') return;
+      const p = RemintSchema.safeParse(input);
+      if (!p.success) {
+        rejectedCalls += 1;
+        return;
+      }
+      const i = p.data;
+      const ex = i.arrivalId ? byArrival.get(i.arrivalId) : input.req ? exchanges.get(input.req) : undefined;
+      const stale = hash(i.staleSessionId);
+      const replacement = hash(i.replacementSessionId);
+      if (ex && i.outcome !== 'failed' && !ex.annotation.sessionResolution) {
+        if (i.mode === 'alias') ex.annotation.sessionResolution = 'alias';
+        else if (i.mode === 'same_id_rebuild') ex.annotation.sessionResolution = 'rebuilt';
+      }
+      if (i.outcome !== 'failed') {
+        const info = sessions.get(stale);
+        sessions.set(replacement, { clientName: info?.clientName ?? '', clientVersion: info?.clientVersion ?? '', protocolVersion: info?.protocolVersion ?? '' });
+      }
+      emitEvent(
+        {
+          event_type: 'remint',
+          ...appEnvelope(stale, i.principal, ex),
+          arrival_id: i.arrivalId ?? ex?.arrivalId ?? '',
+          stale_session_key: stale,
+          replacement_session_key: replacement,
+          mode: i.mode,
+          outcome: i.outcome,
+        },
+        nowMicros(),
+      );
+    });
+  };
+
+  const recordSessionLifecycle = (input: SessionLifecycleInput) => {
+    guard(() => {
+      if (state === 'closed') return;
+      const p = LifecycleSchema.safeParse(input);
+      if (!p.success) {
+        rejectedCalls += 1;
+        return;
+      }
+      const i = p.data;
+      const key = i.sessionId ? hash(i.sessionId) : '';
+      if (key) {
+        const info = sessions.get(key) ?? { clientName: '', clientVersion: '', protocolVersion: '' };
+        const cause = LIFECYCLE_CAUSE[i.action];
+        if (cause) info.cause = cause;
+        else delete info.cause;
+        sessions.set(key, info);
+      }
+      emitEvent(
+        {
+          event_type: 'session_lifecycle',
+          ...appEnvelope(key, i.principal),
+          action: i.action,
+          cap_kind: i.capKind ?? 'none',
+          live_count: i.liveCount,
+          live_cap: i.liveCap,
+          durable_count: i.durableCount,
+          durable_cap: i.durableCap,
+          global_count: i.globalCount,
+          global_cap: i.globalCap,
+          victim_idle_ms: i.victimIdleMs,
+          victim_in_flight: i.victimInFlight,
+        },
+        nowMicros(),
+      );
+    });
+  };
+
+  const recordCapSnapshot = (input: CapSnapshotInput) => {
+    guard(() => {
+      if (state === 'closed') return;
+      const p = CapSnapshotSchema.safeParse(input);
+      if (!p.success) {
+        rejectedCalls += 1;
+        return;
+      }
+      const i = p.data;
+      emitEvent(
+        {
+          event_type: 'cap_snapshot',
+          ...appEnvelope('', i.principal),
+          live_count: i.liveCount,
+          live_cap: i.liveCap,
+          durable_count: i.durableCount,
+          durable_cap: i.durableCap,
+          global_count: i.globalCount,
+          global_cap: i.globalCap,
+        },
+        nowMicros(),
+      );
+    });
+  };
+
+  const withTimeout = async (p: Promise<unknown>, ms: number) => {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([p, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))]);
+    } catch (err) {
+      internal(err);
+    } finally {
+      if (timer) clearTimeout(timer);
+    }
+  };
+
+  const flush = async () => {
+    if (state === 'closed') return;
+    try {
+      await provider.forceFlush();
+    } catch (err) {
+      internal(err);
+    }
+  };
+
+  const signalHandlers: Array<[NodeJS.Signals, () => void]> = [];
+  let shutdownPromise: Promise<void> | undefined;
+
+  const shutdown = (opts: ShutdownOptions = {}): Promise<void> => {
+    if (shutdownPromise) return shutdownPromise;
+    shutdownPromise = (async () => {
+      const requested = ShutdownReason.safeParse(opts.reason ?? 'signal');
+      if (!requested.success) rejectedCalls += 1;
+      const reason: ShutdownReasonValue = requested.success ? requested.data : 'signal';
+      const drainTimeoutMs = Math.max(0, opts.drainTimeoutMs ?? 10_000);
+      state = 'draining';
+      const started = performance.now();
+      const inFlight = open.size;
+      let streams = 0;
+      for (const ex of open) if (ex.isStream) streams += 1;
+      let timedOut = false;
+      if (inFlight - streams > 0) {
+        let timer: NodeJS.Timeout | undefined;
+        timedOut = await new Promise<boolean>((resolve) => {
+          drainWaiter = () => resolve(false);
+          timer = setTimeout(() => resolve(true), drainTimeoutMs);
+          checkDrain();
+        });
+        drainWaiter = undefined;
+        if (timer) clearTimeout(timer);
+      }
+      const drainMs = performance.now() - started;
+      guard(() => {
+        // Arrivals whose body never completed are still worth recording before the process ends.
+        for (const ex of open) if (!ex.arrivalEmitted) finishRequestBody(ex);
+        const attrs: Record<string, string> = { [EXTRA_IN_FLIGHT_STREAMS]: String(streams) };
+        if (timedOut) attrs[EXTRA_REQUESTED_REASON] = reason;
+        emitEvent(
+          {
+            event_type: 'shutdown',
+            event_id: newId(),
+            source: 'server',
+            reason: timedOut ? 'drain_timeout' : reason,
+            in_flight: inFlight,
+            drain_ms: Math.round(drainMs * 1000) / 1000,
+            attrs,
+          },
+          nowMicros(),
+        );
+      });
+      state = 'closed';
+      for (const [signal, handler] of signalHandlers) process.removeListener(signal, handler);
+      signalHandlers.length = 0;
+      await withTimeout(provider.shutdown(), Math.max(0, opts.flushTimeoutMs ?? 5000));
+    })();
+    return shutdownPromise;
+  };
+
+  if (options.handleSignals) {
+    const cfg = typeof options.handleSignals === 'object' ? options.handleSignals : {};
+    for (const signal of cfg.signals ?? (['SIGTERM', 'SIGINT'] as NodeJS.Signals[])) {
+      const handler = () => {
+        void shutdown({ reason: 'signal', ...(cfg.drainTimeoutMs !== undefined ? { drainTimeoutMs: cfg.drainTimeoutMs } : {}) }).then(() => {
+          // Our once-listener is gone: with no other listener, restore the default action.
+          if (process.listenerCount(signal) === 0) process.kill(process.pid, signal);
+        });
+      };
+      process.once(signal, handler);
+      signalHandlers.push([signal, handler]);
+    }
+  }
+
+  const fastifyPlugin = createFastifyPlugin(observe, supplyBody);
+
+  emitEvent(
+    {
+      event_type: 'boot',
+      event_id: newId(),
+      source: 'server',
+      pid: process.pid,
+      started_at: Math.round(performance.timeOrigin * 1000),
+    },
+    nowMicros(),
+  );
+
+  return {
+    enabled: true,
+    bootId,
+    middleware(req, res, next) {
+      observe(req, res);
+      next?.();
+    },
+    fastifyPlugin,
+    wrapHandler<R>(handler: NodeHandler<R>): NodeHandler<R> {
+      return function (this: unknown, req: IncomingMessage, res: ServerResponse): R {
+        observe(req, res);
+        return handler.call(this, req, res);
+      };
+    },
+    observe,
+    supplyBody,
+    arrivalIdOf(req) {
+      return exchanges.get(req)?.arrivalId;
+    },
+    annotate,
+    recordRemint,
+    recordSessionLifecycle,
+    recordCapSnapshot,
+    counters() {
+      return { ...pipeline, internal_errors: internalErrors, rejected_calls: rejectedCalls, in_flight: open.size };
+    },
+    flush,
+    shutdown,
+  };
+}
+
+/**
+ * The fastify adapter: `onRequest` observes the raw request/response (so it also
+ * sees handlers that `reply.hijack()` and hand `reply.raw` to the SDK transport);
+ * `preHandler` supplies fastify's parsed body. Marked with `skip-override` (as
+ * fastify-plugin does) so the hooks apply to the whole application, not only to
+ * an encapsulated child context.
+ */
+function createFastifyPlugin(
+  observe: (req: IncomingMessage, res: ServerResponse) => void,
+  supplyBody: (req: IncomingMessage, body: unknown) => void,
+): FastifyPluginCallback {
+  const plugin: FastifyPluginCallback = (instance, _opts, done) => {
+    instance.addHook('onRequest', (request, reply, next) => {
+      observe(request.raw, reply.raw);
+      next();
+    });
+    instance.addHook('preHandler', (request, _reply, next) => {
+      if (request.body !== undefined) supplyBody(request.raw, request.body);
+      next();
+    });
+    done();
+  };
+  Object.assign(plugin, { [Symbol.for('skip-override')]: true, [Symbol.for('fastify.display-name')]: 'mcp-continuity-collector' });
+  return plugin;
+}
+
+function createDisabledCollector(): McpCollector {
+  const zero: CollectorCounters = { ...createPipelineCounters(), internal_errors: 0, rejected_calls: 0, in_flight: 0 };
+  const noop = () => {};
+  const plugin: FastifyPluginCallback = (_instance, _opts, done) => done();
+  Object.assign(plugin, { [Symbol.for('skip-override')]: true });
+  return {
+    enabled: false,
+    bootId: '',
+    middleware(_req, _res, next) {
+      next?.();
+    },
+    fastifyPlugin: plugin,
+    wrapHandler: (handler) => handler,
+    observe: noop,
+    supplyBody: noop,
+    arrivalIdOf: () => undefined,
+    annotate: noop,
+    recordRemint: noop,
+    recordSessionLifecycle: noop,
+    recordCapSnapshot: noop,
+    counters: () => ({ ...zero }),
+    flush: async () => {},
+    shutdown: async () => {},
+  };
+}

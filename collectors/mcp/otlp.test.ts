@@ -1,0 +1,100 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parseEvent } from '../../schema/index.ts';
+import { createMcpCollector } from './collector.ts';
+import { logRecordToEvent, type OtlpKeyValue } from './log-record.ts';
+import { HASH_KEY } from './test-support/sdk-fixture.ts';
+
+/** A stand-in OTLP/HTTP receiver on loopback that keeps every request. */
+interface Received {
+  path: string;
+  contentType: string;
+  body: Buffer;
+}
+
+interface OtlpJsonLogs {
+  resourceLogs: Array<{
+    resource?: { attributes?: OtlpKeyValue[] };
+    scopeLogs: Array<{
+      scope?: { name?: string; version?: string };
+      logRecords: Array<{ eventName?: string; timeUnixNano?: string; observedTimeUnixNano?: string; attributes?: OtlpKeyValue[] }>;
+    }>;
+  }>;
+}
+
+describe('OTLP/HTTP export', () => {
+  let server: Server;
+  let url: string;
+  const received: Received[] = [];
+
+  beforeAll(async () => {
+    server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push({ path: req.url ?? '', contentType: req.headers['content-type'] ?? '', body: Buffer.concat(chunks) });
+        res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/logs`;
+  });
+  afterAll(async () => {
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  });
+
+  it('JSON: the records that arrive at the endpoint map back to valid contract events (the gateway path)', async () => {
+    const collector = createMcpCollector({ hashKey: HASH_KEY, service: { name: 'otlp-json', version: '9.9.9', environment: 'prod' }, otlp: { url } });
+    collector.recordSessionLifecycle({ action: 'evicted', sessionId: 'raw-session-XYZ', principal: 'raw-principal-XYZ', capKind: 'live', liveCount: 8, liveCap: 8, victimIdleMs: 1234.5 });
+    collector.recordRemint({ staleSessionId: 'raw-session-XYZ', replacementSessionId: 'raw-session-NEW', mode: 'alias', outcome: 'created' });
+    collector.recordCapSnapshot({ principal: 'raw-principal-XYZ', liveCount: 3, liveCap: 8, globalCount: 40, globalCap: 256 });
+    await collector.shutdown({ reason: 'upgrade', drainTimeoutMs: 0 });
+    const json = received.filter((r) => r.contentType.startsWith('application/json'));
+    expect(json.length).toBeGreaterThan(0);
+    expect(json[0]!.path).toBe('/v1/logs');
+    const text = json.map((r) => r.body.toString('utf8')).join('\n');
+    expect(text).not.toContain('raw-session');
+    expect(text).not.toContain('raw-principal');
+    const events = json.flatMap((r) => {
+      const payload = JSON.parse(r.body.toString('utf8')) as OtlpJsonLogs;
+      return payload.resourceLogs.flatMap((rl) =>
+        rl.scopeLogs.flatMap((sl) =>
+          sl.logRecords.map((lr) =>
+            logRecordToEvent({
+              eventName: lr.eventName,
+              timeUnixNano: lr.timeUnixNano,
+              observedTimeUnixNano: lr.observedTimeUnixNano,
+              attributes: lr.attributes,
+              resourceAttributes: rl.resource?.attributes,
+            }),
+          ),
+        ),
+      );
+    });
+    expect(events.map((e) => e.event_type)).toEqual(['boot', 'session_lifecycle', 'remint', 'cap_snapshot', 'shutdown']);
+    for (const e of events) {
+      const parsed = parseEvent(e);
+      expect(parsed.ok, JSON.stringify(parsed)).toBe(true);
+      expect(e).toMatchObject({ service: 'otlp-json', release: '9.9.9', environment: 'prod', source: 'server' });
+    }
+    expect(events[1]).toMatchObject({ action: 'evicted', cap_kind: 'live', live_count: 8, live_cap: 8, victim_idle_ms: 1234.5 });
+    expect(events[2]).toMatchObject({ mode: 'alias', outcome: 'created' });
+    expect(String(events[2]!.stale_session_key)).toMatch(/^[0-9a-f]{32}$/);
+    expect(events[3]).toMatchObject({ global_count: 40, global_cap: 256 });
+    expect(events[4]).toMatchObject({ reason: 'upgrade', in_flight: 0 });
+    expect(collector.counters()).toMatchObject({ exported: 5, export_failures: 0, dropped: 0 });
+  });
+
+  it('protobuf: sends application/x-protobuf to the same endpoint', async () => {
+    const before = received.length;
+    const collector = createMcpCollector({ hashKey: HASH_KEY, service: { name: 'otlp-proto' }, otlp: { url, encoding: 'protobuf' } });
+    await collector.shutdown({ drainTimeoutMs: 0 });
+    const sent = received.slice(before);
+    expect(sent.length).toBeGreaterThan(0);
+    expect(sent.every((r) => r.contentType === 'application/x-protobuf')).toBe(true);
+    // The boot event name is in the protobuf payload as a plain string field.
+    expect(sent.some((r) => r.body.includes('otlp-proto'))).toBe(true);
+    expect(collector.counters()).toMatchObject({ exported: 2, export_failures: 0 });
+  });
+});

@@ -1,0 +1,181 @@
+import { timingSafeEqual } from 'node:crypto';
+import fastifyCompress from '@fastify/compress';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import { ContinuityError, isContinuityError } from '../../core/errors.ts';
+import { parseEvent, type ContinuityEvent, type EventIssue } from '../../schema/index.ts';
+import { decodeOtlpJson, decodeOtlpProtobuf, encodeOtlpResponse, OtlpShapeError, type OtlpLogRecord } from './otlp.ts';
+
+/** Where accepted events go: the batching writer (embedded) or a Kafka producer. */
+export interface EventSink {
+  /**
+   * Takes validated events. Resolves once they are queued for writing (backpressure
+   * is applied by awaiting). Rejects with a retriable ContinuityError when the
+   * pipeline cannot take them (the gateway answers 503 with Retry-After).
+   */
+  accept(events: readonly ContinuityEvent[]): Promise<void>;
+  /** False while the sink cannot take events (readiness probe). */
+  ready(): boolean;
+}
+
+/** Maps one OTLP log record onto a contract event input (DESIGN §3 attribute mapping). */
+export type OtlpRecordMapper = (record: OtlpLogRecord) => unknown;
+
+export interface GatewayOptions {
+  sink: EventSink;
+  mapOtlpRecord: OtlpRecordMapper;
+  /** When set, POST routes require `Authorization: Bearer <token>`. */
+  bearerToken?: string | undefined;
+  /** Largest accepted body after decompression, bytes (default 10 MiB). */
+  maxBodyBytes?: number;
+  /** Current time in µs (tests); events more than 1 h ahead are refused. */
+  nowMicros?: () => number;
+  logger?: boolean;
+}
+
+/** One refused record in a response: its index in the request and why. */
+export interface RejectedRecord {
+  index: number;
+  issues: EventIssue[];
+}
+
+/** Gateway counters, for /readyz and status. */
+export interface GatewayStats {
+  requests: number;
+  accepted: number;
+  rejected: number;
+  rejectedByCode: Record<string, number>;
+}
+
+/**
+ * Builds the ingest gateway (fastify):
+ * - `POST /v1/logs` — OTLP/HTTP logs (protobuf or JSON, optionally gzip), each
+ *   record mapped onto the event contract; per the OTLP spec, records that fail
+ *   validation are reported as `partialSuccess.rejectedLogRecords` with 200, and the
+ *   valid records of the same request are kept. A body that is not an
+ *   ExportLogsServiceRequest at all is a 400.
+ * - `POST /v1/events` — a JSON array of contract events (or `{ "events": [...] }`);
+ *   valid events are kept, and when any is invalid the answer is 400 listing each
+ *   refused index with its coded issues (DESIGN §3).
+ * - `GET /healthz` (process up) and `GET /readyz` (sink ready).
+ * Errors are `{ code, message, fix, details }` with the registry's status: 400
+ * malformed, 401 missing token, 413 too large, 415 media type, 503 pipeline down.
+ */
+export async function createGateway(options: GatewayOptions): Promise<{ app: FastifyInstance; stats: Readonly<GatewayStats> }> {
+  const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
+  const stats: GatewayStats = { requests: 0, accepted: 0, rejected: 0, rejectedByCode: {} };
+  const app = Fastify({ logger: options.logger ?? false, bodyLimit: maxBodyBytes });
+  const now = options.nowMicros ?? (() => Date.now() * 1000);
+  const token = options.bearerToken ? Buffer.from(`Bearer ${options.bearerToken}`) : undefined;
+
+  // Request bodies may be gzip/deflate encoded (OTLP exporters compress); the body
+  // limit applies to the decompressed size, so a zip bomb is refused with 413.
+  await app.register(fastifyCompress, { globalCompression: false, globalDecompression: true, requestEncodings: ['gzip', 'deflate'] });
+  app.addContentTypeParser(['application/x-protobuf', 'application/protobuf'], { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+
+  app.setErrorHandler((err: FastifyError | ContinuityError, _req, reply) => {
+    if (isContinuityError(err)) return sendError(reply, err);
+    const code = (err as FastifyError).code;
+    if (code === 'FST_ERR_CTP_BODY_TOO_LARGE' || (err as FastifyError).statusCode === 413) {
+      return sendError(reply, new ContinuityError('CONT_ERR_BODY_TOO_LARGE', `limit ${maxBodyBytes} bytes`));
+    }
+    if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || (err as FastifyError).statusCode === 415) {
+      return sendError(reply, new ContinuityError('CONT_ERR_UNSUPPORTED_MEDIA', String((err as Error).message)));
+    }
+    if ((err as FastifyError).statusCode !== undefined && (err as FastifyError).statusCode! < 500) {
+      return sendError(reply, new ContinuityError('CONT_ERR_BAD_REQUEST', (err as Error).message));
+    }
+    app.log.error(err);
+    return reply.status(500).send({ code: 'INTERNAL', message: 'internal error' });
+  });
+
+  const authorize = async (req: FastifyRequest): Promise<void> => {
+    if (!token) return;
+    const got = Buffer.from(req.headers.authorization ?? '');
+    if (got.length !== token.length || !timingSafeEqual(got, token)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
+  };
+
+  const validate = (inputs: readonly unknown[]): { events: ContinuityEvent[]; rejected: RejectedRecord[] } => {
+    const events: ContinuityEvent[] = [];
+    const rejected: RejectedRecord[] = [];
+    const nowMicros = now();
+    inputs.forEach((input, index) => {
+      const r = parseEvent(input, { nowMicros });
+      if (r.ok) events.push(r.event);
+      else {
+        rejected.push({ index, issues: r.issues });
+        for (const i of r.issues) stats.rejectedByCode[i.code] = (stats.rejectedByCode[i.code] ?? 0) + 1;
+      }
+    });
+    stats.accepted += events.length;
+    stats.rejected += rejected.length;
+    return { events, rejected };
+  };
+
+  const deliver = async (events: ContinuityEvent[]): Promise<void> => {
+    if (events.length === 0) return;
+    if (!options.sink.ready()) throw new ContinuityError('CONT_ERR_INGEST_UNAVAILABLE', 'the sink is not ready');
+    await options.sink.accept(events);
+  };
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/readyz', async (_req, reply) => {
+    const ready = options.sink.ready();
+    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', ...stats });
+  });
+
+  app.post('/v1/logs', { onRequest: authorize }, async (req, reply) => {
+    stats.requests++;
+    const protobufRequest = Buffer.isBuffer(req.body);
+    let records: OtlpLogRecord[];
+    try {
+      records = protobufRequest ? decodeOtlpProtobuf(req.body as Buffer) : decodeOtlpJson(req.body);
+    } catch (err) {
+      if (err instanceof OtlpShapeError) throw new ContinuityError('CONT_ERR_BAD_REQUEST', err.message);
+      throw err;
+    }
+    const mapped = records.map((r) => {
+      try {
+        return options.mapOtlpRecord(r);
+      } catch {
+        return undefined;
+      }
+    });
+    const { events, rejected } = validate(mapped);
+    await deliver(events);
+    const partial = rejected.length
+      ? {
+          rejectedLogRecords: rejected.length,
+          errorMessage: rejected
+            .slice(0, 20)
+            .map((r) => `record ${r.index}: ${r.issues.map((i) => `${i.path || '(record)'} ${i.code}: ${i.message}`).join('; ')}`)
+            .join(' | '),
+        }
+      : undefined;
+    if (protobufRequest) {
+      return reply.status(200).header('content-type', 'application/x-protobuf').send(encodeOtlpResponse(partial));
+    }
+    return reply.status(200).send(partial ? { partialSuccess: partial } : {});
+  });
+
+  app.post('/v1/events', { onRequest: authorize }, async (req, reply) => {
+    stats.requests++;
+    const body = req.body as unknown;
+    const list = Array.isArray(body) ? body : (body as { events?: unknown } | null)?.events;
+    if (!Array.isArray(list)) throw new ContinuityError('CONT_ERR_BAD_REQUEST', 'expected a JSON array of events or { "events": [...] }');
+    const { events, rejected } = validate(list);
+    await deliver(events);
+    if (rejected.length > 0) {
+      const err = new ContinuityError('CONT_ERR_EVENT_INVALID', `${rejected.length} of ${list.length} event(s) refused; the others were accepted`);
+      return reply.status(400).send({ ...err.toJSON(), accepted: events.length, rejected });
+    }
+    return reply.status(200).send({ accepted: events.length });
+  });
+
+  return { app, stats };
+}
+
+function sendError(reply: FastifyReply, err: ContinuityError): FastifyReply {
+  if (err.httpStatus === 503) reply.header('retry-after', '5');
+  if (err.code === 'CONT_ERR_UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="continuity-ingest"');
+  return reply.status(err.httpStatus).send(err.toJSON());
+}

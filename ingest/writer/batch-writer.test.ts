@@ -1,0 +1,153 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { createBatchWriter, type BatchSink, type SinkResult } from './batch-writer.ts';
+
+/** A sink that records bodies and settles each write when the test says so. */
+function manualSink(): BatchSink & { bodies: string[]; settle(result?: SinkResult): void; waiting: number } {
+  const pending: Array<(r: SinkResult) => void> = [];
+  const sink = {
+    bodies: [] as string[],
+    get waiting() {
+      return pending.length;
+    },
+    write(body: string): Promise<SinkResult> {
+      sink.bodies.push(body);
+      return new Promise<SinkResult>((r) => pending.push(r));
+    },
+    settle(result: SinkResult = { ok: true }) {
+      pending.shift()?.(result);
+    },
+  };
+  return sink;
+}
+
+/** A sink that accepts everything at once. */
+function okSink(): BatchSink & { bodies: string[] } {
+  const bodies: string[] = [];
+  return { bodies, write: async (body) => (bodies.push(body), { ok: true }) };
+}
+
+const tick = () => new Promise<void>((r) => setImmediate(r));
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('createBatchWriter', () => {
+  it('cuts batches by row count and joins rows with newlines', async () => {
+    const sink = okSink();
+    const w = createBatchWriter({ sink, maxRows: 2, flushIntervalMs: 0 });
+    for (const r of ['a', 'b', 'c', 'd', 'e']) await w.write(r);
+    await w.flush();
+    expect(sink.bodies).toEqual(['a\nb', 'c\nd', 'e']);
+    expect(w.stats).toMatchObject({ rows: 5, batches: 3, bytes: 7, dropped: 0, bufferedRows: 0, pendingBatches: 0 });
+  });
+
+  it('cuts batches by size; an oversized row makes a batch of its own', async () => {
+    const sink = okSink();
+    const w = createBatchWriter({ sink, maxRows: 100, maxBytes: 8, flushIntervalMs: 0 });
+    for (const r of ['aaa', 'bbb', 'cccccccccccc', 'd']) await w.write(r);
+    await w.flush();
+    expect(sink.bodies).toEqual(['aaa\nbbb', 'cccccccccccc', 'd']);
+  });
+
+  it('equal input gives equal batches when the timer is off (what content tokens need)', async () => {
+    const a = okSink();
+    const b = okSink();
+    for (const sink of [a, b]) {
+      const w = createBatchWriter({ sink, maxRows: 3, flushIntervalMs: 0 });
+      for (let i = 0; i < 10; i++) await w.write(`r${i}`);
+      await w.shutdown();
+    }
+    expect(a.bodies).toEqual(b.bodies);
+  });
+
+  it('pushes back with a promise only when the queue is full, and resumes when a batch is written', async () => {
+    const sink = manualSink();
+    const w = createBatchWriter({ sink, maxRows: 1, maxPendingBatches: 1, flushIntervalMs: 0 });
+    expect(w.write('a')).toBeUndefined(); // batch 1 in flight
+    const blocked = w.write('b'); // batch 2 queued: 2 pending > 1
+    expect(blocked).toBeInstanceOf(Promise);
+    let resumed = false;
+    void blocked!.then(() => (resumed = true));
+    await tick();
+    expect(resumed).toBe(false);
+    sink.settle();
+    await tick();
+    expect(resumed).toBe(true);
+    sink.settle();
+    await w.flush();
+    expect(w.stats).toMatchObject({ rows: 2, batches: 2 });
+  });
+
+  it("with onFull 'drop' never blocks: a batch that does not fit is dropped and counted", async () => {
+    const sink = manualSink();
+    const w = createBatchWriter({ sink, maxRows: 1, maxPendingBatches: 1, flushIntervalMs: 0, onFull: 'drop' });
+    expect(w.write('a')).toBeUndefined();
+    expect(w.write('b')).toBeUndefined();
+    expect(w.write('c')).toBeUndefined();
+    expect(w.stats.dropped).toBe(2);
+    sink.settle();
+    await w.flush();
+    expect(sink.bodies).toEqual(['a']);
+    expect(w.stats).toMatchObject({ rows: 1, dropped: 2 });
+  });
+
+  it('a failed batch is counted as dropped, reported once, and remembered; the writer goes on', async () => {
+    const sink = manualSink();
+    const errors: Array<[string, number]> = [];
+    const w = createBatchWriter({ sink, maxRows: 2, flushIntervalMs: 0, onError: (e, b) => errors.push([e.message, b.rows]) });
+    w.write('a');
+    w.write('b');
+    sink.settle({ ok: false, error: new Error('store down'), retriable: true });
+    await tick();
+    w.write('c');
+    const flushed = w.flush();
+    sink.settle();
+    await flushed;
+    expect(errors).toEqual([['store down', 2]]);
+    expect(w.error?.message).toBe('store down');
+    expect(w.stats).toMatchObject({ rows: 1, batches: 1, failedBatches: 1, dropped: 2 });
+  });
+
+  it('a sink that throws counts as a failed batch', async () => {
+    const w = createBatchWriter({
+      sink: {
+        write: () => Promise.reject(new Error('boom')),
+      },
+      flushIntervalMs: 0,
+    });
+    w.write('a');
+    await w.flush();
+    expect(w.stats).toMatchObject({ failedBatches: 1, dropped: 1 });
+    expect(w.error?.message).toBe('boom');
+  });
+
+  it('seals the open batch after flushIntervalMs', async () => {
+    vi.useFakeTimers();
+    const sink = okSink();
+    const w = createBatchWriter({ sink, maxRows: 100, flushIntervalMs: 500 });
+    w.write('a');
+    w.write('b');
+    expect(sink.bodies).toEqual([]);
+    await vi.advanceTimersByTimeAsync(500);
+    expect(sink.bodies).toEqual(['a\nb']);
+    await w.shutdown();
+  });
+
+  it('after shutdown rows are dropped and counted; shutdown is idempotent and shuts the sink down', async () => {
+    let sinkShutdowns = 0;
+    const sink = { ...okSink(), shutdown: async () => void sinkShutdowns++ };
+    const w = createBatchWriter({ sink, flushIntervalMs: 0 });
+    w.write('a');
+    await w.shutdown();
+    await w.shutdown();
+    expect(w.write('late')).toBeUndefined();
+    expect(w.stats).toMatchObject({ rows: 1, dropped: 1 });
+    expect(sinkShutdowns).toBe(1);
+  });
+
+  it('refuses nonsensical sizes', () => {
+    expect(() => createBatchWriter({ sink: okSink(), maxRows: 0 })).toThrow(RangeError);
+    expect(() => createBatchWriter({ sink: okSink(), maxPendingBatches: 0 })).toThrow(RangeError);
+  });
+});

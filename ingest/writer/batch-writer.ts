@@ -1,0 +1,232 @@
+/**
+ * The batching writer: the one place batching lives (OpenTelemetry's
+ * BatchLogRecordProcessor / exporter split). It owns a bounded queue, seals batches
+ * by size or age, hands each batch to a {@link BatchSink} one at a time, and counts
+ * what it wrote and dropped. Sinks only write and report; nobody here retries.
+ */
+
+/** Outcome of one {@link BatchSink.write}. */
+export type SinkResult = { readonly ok: true } | { readonly ok: false; readonly error: Error; readonly retriable: boolean };
+
+/** Writes sealed batches somewhere (the store, a topic). Never retries on its own. */
+export interface BatchSink {
+  /**
+   * Writes one batch. `body` is the batch's rows (JSONEachRow lines) joined by `\n`;
+   * `rows` their number. Resolves with the outcome; should not reject (a rejection is
+   * treated like `{ ok: false, retriable: false }`).
+   */
+  write(body: string, rows: number): Promise<SinkResult>;
+  /** Releases the sink's resources (not the store it writes to). */
+  shutdown?(): Promise<void>;
+}
+
+/** Options of {@link createBatchWriter}. */
+export interface BatchWriterOptions {
+  sink: BatchSink;
+  /** Rows per batch (default 10,000). */
+  maxRows?: number;
+  /** Characters per batch body (default 8 MiB; equals bytes for ASCII rows). A single larger row makes a batch of its own. */
+  maxBytes?: number;
+  /**
+   * Oldest row age before the open batch is sealed, ms (default 1000). 0 disables the
+   * timer: batches are then cut by size only, so equal input gives equal batches (what
+   * content-derived deduplication tokens need).
+   */
+  flushIntervalMs?: number;
+  /** Sealed batches queued or being written before the writer pushes back (default 2). */
+  maxPendingBatches?: number;
+  /**
+   * When the queue is full: `'wait'` (default) — `write` returns a promise to await
+   * before writing more; `'drop'` — the sealed batch is dropped and counted (for
+   * collectors that must never block their host).
+   */
+  onFull?: 'wait' | 'drop';
+  /** Called once per failed batch with the sink's error. */
+  onError?: (error: Error, batch: { rows: number; bytes: number; retriable: boolean }) => void;
+}
+
+/** Counters of a {@link BatchWriter}. */
+export interface BatchWriterStats {
+  /** Rows the sink confirmed. */
+  rows: number;
+  /** Batches the sink confirmed. */
+  batches: number;
+  /** Characters of confirmed batch bodies. */
+  bytes: number;
+  /** Rows lost: dropped on a full queue, after shutdown, or in a failed batch. */
+  dropped: number;
+  failedBatches: number;
+  /** Rows in the open batch. */
+  bufferedRows: number;
+  /** Sealed batches queued or being written. */
+  pendingBatches: number;
+}
+
+/** The writer returned by {@link createBatchWriter}. */
+export interface BatchWriter {
+  /**
+   * Appends one row (one JSONEachRow line, no newline). Returns `undefined` when the
+   * caller may go on, or a promise (only with `onFull: 'wait'`, when the queue is full)
+   * to await before the next write. Never throws; after `shutdown` rows are dropped.
+   */
+  write(row: string): void | Promise<void>;
+  /** Seals the open batch and resolves when every batch so far was written or failed. Never rejects. */
+  flush(): Promise<void>;
+  /** Flushes, then refuses further rows and shuts the sink down. Idempotent. */
+  shutdown(): Promise<void>;
+  readonly stats: Readonly<BatchWriterStats>;
+  /** The first sink error, if any batch failed (see also `onError`). */
+  readonly error: Error | undefined;
+}
+
+interface Batch {
+  rows: string[];
+  chars: number;
+}
+
+/**
+ * Creates a batching writer over `sink`. Memory is bounded by
+ * `(maxPendingBatches + 1) × maxBytes` plus the open batch.
+ * @throws RangeError for non-positive sizes.
+ */
+export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
+  const sink = options.sink;
+  const maxRows = options.maxRows ?? 10_000;
+  const maxBytes = options.maxBytes ?? 8 << 20;
+  const interval = options.flushIntervalMs ?? 1000;
+  const maxPending = options.maxPendingBatches ?? 2;
+  const dropWhenFull = options.onFull === 'drop';
+  if (!(maxRows >= 1) || !(maxBytes >= 1) || !(maxPending >= 1) || !(interval >= 0)) {
+    throw new RangeError('maxRows, maxBytes and maxPendingBatches must be >= 1 and flushIntervalMs >= 0');
+  }
+
+  const stats: BatchWriterStats = { rows: 0, batches: 0, bytes: 0, dropped: 0, failedBatches: 0, bufferedRows: 0, pendingBatches: 0 };
+  let open: string[] = [];
+  let openChars = 0;
+  const queue: Batch[] = [];
+  let writing = false;
+  let closed = false;
+  let firstError: Error | undefined;
+  let timer: NodeJS.Timeout | undefined;
+  /** Resolvers waiting for queue space (backpressure) or for the queue to empty (flush). */
+  let spaceWaiters: Array<() => void> = [];
+  let idleWaiters: Array<() => void> = [];
+
+  const wake = (): void => {
+    if (stats.pendingBatches <= maxPending && spaceWaiters.length > 0) {
+      const w = spaceWaiters;
+      spaceWaiters = [];
+      for (const r of w) r();
+    }
+    if (stats.pendingBatches === 0 && idleWaiters.length > 0) {
+      const w = idleWaiters;
+      idleWaiters = [];
+      for (const r of w) r();
+    }
+  };
+
+  const pump = async (): Promise<void> => {
+    if (writing) return;
+    writing = true;
+    try {
+      for (;;) {
+        const batch = queue[0];
+        if (!batch) break;
+        const body = batch.rows.join('\n');
+        const n = batch.rows.length;
+        batch.rows = [];
+        let result: SinkResult;
+        try {
+          result = await sink.write(body, n);
+        } catch (err) {
+          result = { ok: false, error: err instanceof Error ? err : new Error(String(err)), retriable: false };
+        }
+        queue.shift();
+        stats.pendingBatches--;
+        if (result.ok) {
+          stats.rows += n;
+          stats.batches++;
+          stats.bytes += body.length;
+        } else {
+          stats.failedBatches++;
+          stats.dropped += n;
+          firstError ??= result.error;
+          try {
+            options.onError?.(result.error, { rows: n, bytes: body.length, retriable: result.retriable });
+          } catch {
+            // A reporting hook must not stop the writer.
+          }
+        }
+        wake();
+      }
+    } finally {
+      writing = false;
+      wake();
+    }
+  };
+
+  /** Seals the open batch. Returns false when it was dropped on a full queue. */
+  const seal = (force: boolean): boolean => {
+    if (timer) {
+      clearTimeout(timer);
+      timer = undefined;
+    }
+    if (open.length === 0) return true;
+    const batch: Batch = { rows: open, chars: openChars };
+    open = [];
+    openChars = 0;
+    stats.bufferedRows = 0;
+    if (dropWhenFull && !force && stats.pendingBatches >= maxPending) {
+      stats.dropped += batch.rows.length;
+      return false;
+    }
+    queue.push(batch);
+    stats.pendingBatches++;
+    void pump();
+    return true;
+  };
+
+  const waitForSpace = (): Promise<void> => new Promise<void>((r) => spaceWaiters.push(r));
+
+  const flush = async (): Promise<void> => {
+    seal(true);
+    if (stats.pendingBatches === 0) return;
+    await new Promise<void>((r) => idleWaiters.push(r));
+  };
+
+  return {
+    write(row: string): void | Promise<void> {
+      if (closed) {
+        stats.dropped++;
+        return;
+      }
+      if (open.length > 0 && openChars + row.length + 1 > maxBytes) seal(false);
+      open.push(row);
+      openChars += row.length + 1;
+      stats.bufferedRows = open.length;
+      if (open.length >= maxRows || openChars >= maxBytes) seal(false);
+      else if (interval > 0 && timer === undefined) {
+        timer = setTimeout(() => {
+          timer = undefined;
+          seal(false);
+        }, interval);
+        timer.unref();
+      }
+      if (!dropWhenFull && stats.pendingBatches > maxPending) return waitForSpace();
+      return undefined;
+    },
+    flush,
+    async shutdown(): Promise<void> {
+      if (closed) return;
+      await flush();
+      closed = true;
+      await sink.shutdown?.();
+    },
+    get stats(): Readonly<BatchWriterStats> {
+      return stats;
+    },
+    get error(): Error | undefined {
+      return firstError;
+    },
+  };
+}

@@ -1,0 +1,57 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openTestStore, type TestStore } from '../../test/helpers/store.ts';
+import { createBatchWriter } from './batch-writer.ts';
+import { contentToken, createStoreSink } from './store-sink.ts';
+
+let t: TestStore;
+beforeAll(async () => {
+  t = await openTestStore('store_sink');
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+const row = (i: number, source = 'canary') =>
+  JSON.stringify({ event_id: `00000000-0000-8000-8000-${String(i).padStart(12, '0')}`, event_type: 'canary', ts: 1_796_011_472_000_000 + i, source, canary_id: 'c', ok: true });
+
+describe('createStoreSink (real embedded engine)', () => {
+  it('writes batches; a batch with the same content token is stored once', async () => {
+    const sink = createStoreSink(t.store, 'events', { token: contentToken('sink-test') });
+    const body = [row(1), row(2), row(3)].join('\n');
+    expect(await sink.write(body, 3)).toEqual({ ok: true });
+    expect(await sink.write(body, 3)).toEqual({ ok: true });
+    const [n] = await t.store.query<{ n: number }>(`SELECT count() AS n FROM events WHERE event_type = 'canary' AND source = 'canary'`);
+    expect(n?.n).toBe(3);
+    expect(sink.stats).toEqual({ inserts: 2, failures: 0 });
+  });
+
+  it('reports a rejected batch as not retriable, without throwing', async () => {
+    const sink = createStoreSink(t.store, 'events');
+    const result = await sink.write('{"event_id":"not-a-uuid","ts":"x"}', 1);
+    expect(result.ok).toBe(false);
+    if (!result.ok) {
+      expect(result.retriable).toBe(false);
+      expect((result.error as { code?: string }).code).toBe('CONT_ERR_STORE_QUERY');
+    }
+    expect(sink.stats.failures).toBe(1);
+  });
+
+  it('behind a batch writer: every row arrives', async () => {
+    const w = createBatchWriter({ sink: createStoreSink(t.store, 'events', { token: contentToken('w') }), maxRows: 7, flushIntervalMs: 0 });
+    for (let i = 100; i < 150; i++) {
+      const p = w.write(row(i, 'import'));
+      if (p) await p;
+    }
+    await w.shutdown();
+    expect(w.stats).toMatchObject({ rows: 50, batches: 8, dropped: 0 });
+    const [n] = await t.store.query<{ n: number }>(`SELECT count() AS n FROM events WHERE source = 'import'`);
+    expect(n?.n).toBe(50);
+  });
+
+  it('contentToken is stable and fits the store token syntax', () => {
+    const tok = contentToken('caddy-import');
+    expect(tok('abc')).toBe(tok('abc'));
+    expect(tok('abc')).not.toBe(tok('abd'));
+    expect(tok('abc')).toMatch(/^caddy-import:[0-9a-f]{64}$/);
+  });
+});

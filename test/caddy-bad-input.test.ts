@@ -1,0 +1,279 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { importCaddyLogs, type ImportReport } from '../collectors/index.ts';
+import { hasherForConfig, isContinuityError, type KeyedHasher } from '../core/index.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+const CAPTURES = fileURLToPath(new URL('./fixtures/captures/', import.meta.url));
+const restartLines = readFileSync(`${CAPTURES}caddy-sdk-restart/caddy-access.log`, 'utf8').trim().split('\n');
+const authLines = readFileSync(`${CAPTURES}caddy-sdk-auth/caddy-access.log`, 'utf8').trim().split('\n');
+const GOOD = restartLines.slice(0, 3);
+const SESSION_ID = '4f2b62a4-4517-4309-8dd1-da4057041770';
+
+let t: TestStore;
+let hasher: KeyedHasher;
+let dir: string;
+
+beforeAll(async () => {
+  t = await openTestStore('caddy_bad_input');
+  hasher = hasherForConfig(t.config);
+  dir = mkdtempSync(join(tmpdir(), 'caddy-bad-input-'));
+});
+afterAll(async () => {
+  await t?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+function file(name: string, content: string | Buffer): string {
+  const path = join(dir, name);
+  writeFileSync(path, content);
+  return path;
+}
+
+/** A capture line with `edit` applied to its parsed entry. */
+function edited(line: string, edit: (entry: Record<string, any>) => void): string {
+  const entry = JSON.parse(line) as Record<string, any>;
+  edit(entry);
+  return JSON.stringify(entry);
+}
+
+async function run(name: string, path: string | string[], extra: { errors?: string[]; maxLineBytes?: number } = {}): Promise<ImportReport> {
+  return importCaddyLogs(t.store, { access: Array.isArray(path) ? path : [path], hasher, service: name, ...extra });
+}
+
+async function stored(service: string): Promise<number> {
+  const [row] = await t.store.query<{ n: number }>(`SELECT count() AS n FROM events WHERE service = {service:String}`, { service });
+  return row?.n ?? 0;
+}
+
+async function deadLetters(origin: string): Promise<Array<{ position: number; reason: string; payload: string; payload_bytes: number }>> {
+  return t.store.query(`SELECT position, reason, payload, payload_bytes FROM dead_letters WHERE origin = {origin:String} ORDER BY position`, {
+    origin,
+  });
+}
+
+/** Deterministic pseudo-random bytes (mulberry32). */
+function randomBytes(n: number, seed: number): Buffer {
+  const out = Buffer.alloc(n);
+  let a = seed >>> 0;
+  for (let i = 0; i < n; i++) {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = a;
+    x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    out[i] = (x ^ (x >>> 14)) & 0xff;
+  }
+  return out;
+}
+
+describe('bad input never stops an import and never passes silently', () => {
+  it('a file of random bytes followed by good lines: rejects the noise by line, keeps the good lines', async () => {
+    const noise = randomBytes(256 * 1024, 7);
+    noise[0] = 0x41; // not the gzip magic
+    const path = file('random.log', Buffer.concat([noise, Buffer.from('\n' + GOOD.join('\n') + '\n')]));
+    const r = await run('random', path);
+    const noiseLines = noise.toString('latin1').split('\n').length;
+    expect(r.proxy_access).toBe(3);
+    expect(await stored('random')).toBe(3);
+    expect(r.lines.rejected).toBeGreaterThan(100);
+    expect(r.lines.read).toBe(r.lines.parsed + r.lines.rejected + r.lines.skipped + r.lines.blank);
+    expect(r.lines.parsed).toBe(3);
+    expect(Object.keys(r.rejects_by_reason).every((k) => ['not_json', 'wrong_type', 'missing_field'].includes(k))).toBe(true);
+    expect(r.rejects_by_reason.not_json).toBeGreaterThan(100);
+    expect(r.rejects).toHaveLength(100);
+    expect(r.rejects[0]).toMatchObject({ file: path, line: 1, reason: 'not_json' });
+    // Every rejected line is in dead_letters, by number, without its content.
+    const dl = await deadLetters(path);
+    expect(dl).toHaveLength(r.lines.rejected);
+    expect(dl.every((d) => d.payload === '' && d.position >= 1 && d.position <= noiseLines)).toBe(true);
+  });
+
+  it('truncated JSON lines are not_json with their line numbers; the complete lines are kept', async () => {
+    const lines = [GOOD[0]!, GOOD[1]!.slice(0, 100), GOOD[2]!, GOOD[1]!.slice(0, GOOD[1]!.length - 1), restartLines[5]!.slice(0, 400)];
+    const path = file('truncated.log', lines.join('\n') + '\n');
+    const r = await run('truncated', path);
+    expect(r.proxy_access).toBe(2);
+    expect(await stored('truncated')).toBe(2);
+    expect(r.rejects.map((x) => [x.line, x.reason])).toEqual([
+      [2, 'not_json'],
+      [4, 'not_json'],
+      [5, 'not_json'],
+    ]);
+    expect(r.rejects[0]!.detail).toMatch(/unexpected end of input/);
+    // The detail never quotes the line (it may hold a session id or token).
+    for (const x of r.rejects) expect(x.detail).not.toContain(SESSION_ID.slice(0, 8));
+  });
+
+  it('a 10 MB line is rejected as line_too_long without stopping the import', async () => {
+    const huge = '{"level":"info","logger":"http.log.access.log0","msg":"' + 'x'.repeat(10 * 1024 * 1024) + '"}';
+    const path = file('huge.log', [GOOD[0], huge, GOOD[1], GOOD[2]].join('\n') + '\n');
+    const r = await run('huge', path);
+    expect(r.proxy_access).toBe(3);
+    expect(await stored('huge')).toBe(3);
+    expect(r.rejects).toEqual([{ file: path, line: 2, reason: 'line_too_long', detail: expect.stringMatching(/exceeds 1048576/) }]);
+    const [dl] = await deadLetters(path);
+    expect(dl).toMatchObject({ position: 2, reason: 'line_too_long', payload: '', payload_bytes: huge.length });
+  });
+
+  it('a long line at the limit is kept and one byte over is rejected (maxLineBytes)', async () => {
+    const line = GOOD[0]!;
+    const path = file('limit.log', `${line}\n${line.replace('"level":"info"', '"level":"info" ')}\n`);
+    const r = await run('limit', path, { maxLineBytes: Buffer.byteLength(line) });
+    expect(r.proxy_access).toBe(1);
+    expect(r.rejects.map((x) => [x.line, x.reason])).toEqual([[2, 'line_too_long']]);
+  });
+
+  it('fields of the wrong type are wrong_type (naming the field), missing ones missing_field; valid lines are kept', async () => {
+    const base = GOOD[2]!;
+    const cases: Array<[string, string]> = [
+      [edited(base, (e) => (e.status = '200')), 'status'],
+      [edited(base, (e) => (e.request = 'POST /mcp')), 'request'],
+      [edited(base, (e) => (e.ts = '2026-11-30T04:04:32Z')), 'ts'],
+      [edited(base, (e) => (e.request.headers['User-Agent'] = 'node')), 'request.headers.User-Agent'],
+      [edited(base, (e) => (e.request.headers['Mcp-Session-Id'] = [42])), 'request.headers.Mcp-Session-Id'],
+      [edited(base, (e) => (e.request.remote_port = 'http')), 'request.remote_port'],
+      [edited(base, (e) => (e.size = -1)), 'size'],
+      [edited(base, (e) => (e.duration = '4ms')), 'duration'],
+      [edited(base, (e) => (e.status = 2000)), 'status'],
+      [edited(base, (e) => (e.resp_headers = ['Server'])), 'resp_headers'],
+      [edited(base, (e) => (e.logger = 7)), 'logger'],
+      ['[1,2,3]', 'entry'],
+    ];
+    const missing = [edited(base, (e) => delete e.status), edited(base, (e) => delete e.ts)];
+    const lines = [GOOD[0]!, ...cases.map((c) => c[0]), ...missing, GOOD[1]!];
+    const path = file('types.log', lines.join('\n') + '\n');
+    const r = await run('types', path);
+    expect(r.proxy_access).toBe(2);
+    expect(await stored('types')).toBe(2);
+    const wrong = r.rejects.filter((x) => x.reason === 'wrong_type');
+    expect(wrong.map((x) => x.line)).toEqual(cases.map((_, i) => i + 2));
+    cases.forEach(([, field], i) => expect(wrong[i]!.detail.startsWith(`${field}:`), wrong[i]!.detail).toBe(true));
+    const miss = r.rejects.filter((x) => x.reason === 'missing_field');
+    expect(miss.map((x) => [x.line, x.detail])).toEqual([
+      [cases.length + 2, 'status: missing'],
+      [cases.length + 3, 'ts: missing'],
+    ]);
+  });
+
+  it('an empty file (and one of blank lines) imports nothing and says so', async () => {
+    const empty = file('empty.log', '');
+    const blank = file('blank.log', '\n\r\n   \n\t\n');
+    const r = await run('empty', [empty, blank]);
+    expect(r.nothing_read).toBe(true);
+    expect(r.lines).toEqual({ read: 4, parsed: 0, rejected: 0, skipped: 0, blank: 4 });
+    expect(r.events_written).toBe(0);
+    expect(r.files.map((f) => f.lines.read)).toEqual([0, 4]);
+  });
+
+  it('gzip is detected by its magic bytes, whatever the name; a truncated gzip keeps its lines and reports read_error', async () => {
+    const content = restartLines.join('\n') + '\n';
+    const gz = gzipSync(content);
+    const path = file('access-gzipped.log', gz);
+    const r = await run('gzip', path);
+    expect(r.files[0]!.gzip).toBe(true);
+    expect(r.files[0]!.bytes_read).toBe(gz.length);
+    expect(r.proxy_access).toBe(47);
+    expect(await stored('gzip')).toBe(47);
+
+    const cutPath = file('access-cut.log.gz', gz.subarray(0, Math.floor(gz.length * 0.6)));
+    const cut = await run('gzip_cut', cutPath);
+    expect(cut.proxy_access).toBeGreaterThan(0);
+    expect(cut.proxy_access).toBeLessThan(47);
+    expect(cut.files[0]!.read_error).toMatch(/unexpected end of file/i);
+    expect(cut.rejects.at(-1)).toMatchObject({ reason: 'read_error' });
+    expect(await stored('gzip_cut')).toBe(cut.proxy_access);
+  });
+
+  it('CRLF line endings and blank lines in between are tolerated', async () => {
+    const path = file('crlf.log', `${GOOD[0]}\r\n\r\n${GOOD[1]}\r\n\n${GOOD[2]}`);
+    const r = await run('crlf', path);
+    expect(r.proxy_access).toBe(3);
+    expect(r.lines).toMatchObject({ read: 5, blank: 2, rejected: 0 });
+  });
+
+  it('older Caddy: remote_addr "host:port" / "[v6]:port", and Authorization redacted as ["REDACTED"]', async () => {
+    const v4 = edited(authLines[2]!, (e) => {
+      e.request.remote_addr = '192.0.2.10:40123';
+      delete e.request.remote_ip;
+      delete e.request.remote_port;
+      e.request.headers.Authorization = ['REDACTED'];
+    });
+    const v6 = edited(authLines[3]!, (e) => {
+      e.request.remote_addr = '[2001:db8::7]:51000';
+      delete e.request.remote_ip;
+      delete e.request.remote_port;
+      e.request.headers.Authorization = ['REDACTED'];
+    });
+    const path = file('old-caddy.log', `${v4}\n${v6}\n`);
+    const r = await run('old_caddy', path);
+    expect(r.proxy_access).toBe(2);
+    const rows = await t.store.query<{ client_address: string; client_port: number; has_credential: boolean }>(
+      `SELECT client_address, client_port, has_credential FROM events WHERE service = 'old_caddy' ORDER BY ts`,
+    );
+    expect(rows).toEqual([
+      { client_address: '192.0.2.10', client_port: 40123, has_credential: true },
+      { client_address: '2001:db8::7', client_port: 51000, has_credential: true },
+    ]);
+  });
+
+  it('header names match in any order and case', async () => {
+    const canonical = restartLines[2]!; // has Mcp-Session-Id in both request and response headers
+    const scrambled = edited(canonical, (e) => {
+      const lower = (h: Record<string, unknown>, upper = false): Record<string, unknown> =>
+        Object.fromEntries(
+          Object.entries(h)
+            .reverse()
+            .map(([k, v]) => [upper ? k.toUpperCase() : k.toLowerCase(), v]),
+        );
+      e.request.headers = lower(e.request.headers);
+      e.request.headers.authorization = [];
+      e.resp_headers = lower(e.resp_headers, true);
+    });
+    expect(scrambled).toContain('"mcp-session-id"');
+    expect(scrambled).toContain('"MCP-SESSION-ID"');
+    const path = file('case.log', `${canonical}\n${scrambled}\n`);
+    const r = await run('case', path);
+    expect(r.proxy_access).toBe(2);
+    const rows = await t.store.query<{ request_session_key: string; response_session_key: string; protocol_version: string; user_agent: string; has_credential: boolean }>(
+      `SELECT request_session_key, response_session_key, protocol_version, user_agent, has_credential FROM events WHERE service = 'case' ORDER BY has_credential`,
+    );
+    const key = hasher(SESSION_ID);
+    expect(rows).toEqual([
+      { request_session_key: key, response_session_key: key, protocol_version: '2025-11-25', user_agent: 'node', has_credential: false },
+      { request_session_key: key, response_session_key: key, protocol_version: '2025-11-25', user_agent: 'node', has_credential: true },
+    ]);
+  });
+
+  it('a combined log (access and error entries in one file) joins upstream errors too', async () => {
+    const errorLines = readFileSync(`${CAPTURES}caddy-sdk-restart/caddy-error.log`, 'utf8').trim().split('\n');
+    const combined = [...errorLines, ...restartLines].sort((a, b) => (JSON.parse(a) as { ts: number }).ts - (JSON.parse(b) as { ts: number }).ts);
+    const path = file('combined.log', combined.join('\n') + '\n');
+    const r = await run('combined', path);
+    expect(r.proxy_access).toBe(47);
+    expect(r.error_entries).toBe(10);
+    expect(r.lines.rejected).toBe(0);
+    const rows = await t.store.query<{ pg: number; refused: number; cut: number }>(
+      `SELECT countIf(proxy_generated) AS pg, countIf(upstream_error = 'connection_refused') AS refused,
+              countIf(upstream_error = 'incomplete_response' AND http_method = 'GET' AND http_status = 200 AND NOT proxy_generated) AS cut
+       FROM events WHERE service = 'combined'`,
+    );
+    expect(rows).toEqual([{ pg: 8, refused: 8, cut: 1 }]);
+  });
+
+  it('a missing input is CONT_ERR_INPUT_UNREADABLE and nothing is written', async () => {
+    const good = file('before-missing.log', GOOD.join('\n') + '\n');
+    let thrown: unknown;
+    try {
+      await run('missing', [good, join(dir, 'no-such-file.log')]);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(isContinuityError(thrown, 'CONT_ERR_INPUT_UNREADABLE')).toBe(true);
+    expect((thrown as Error).message).toContain('no-such-file.log');
+    expect(await stored('missing')).toBe(0);
+  });
+});
