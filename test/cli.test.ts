@@ -1,0 +1,146 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, describe, expect, it } from 'vitest';
+
+// The CLI as a user runs it: a real process, the README's entry point, a fresh
+// data directory per test. These are the acceptance numbers of the captures.
+
+const run = promisify(execFile);
+const BIN = new URL('../bin/continuity.mjs', import.meta.url).pathname;
+const CAPTURES = new URL('./fixtures/captures/', import.meta.url).pathname;
+const dirs: string[] = [];
+const freshDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'continuity-cli-'));
+  dirs.push(d);
+  return d;
+};
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+async function continuity(args: string[], dataDir: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env = { ...process.env, CONTINUITY_DATA_DIR: dataDir };
+  delete env.CLICKHOUSE_URL;
+  try {
+    const { stdout, stderr } = await run(process.execPath, [BIN, ...args], { env, maxBuffer: 64 << 20 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe('continuity analyze on the real captures (README command 1)', () => {
+  it('caddy-sdk-restart: 2 restarts, 8 proxy-generated 5xx, 25 refused misses on 1 session, 0 pairs, 1 unrecovered', async () => {
+    const dir = freshDir();
+    const r = await continuity(
+      ['analyze', `${CAPTURES}caddy-sdk-restart/caddy-access.log`, '--errors', `${CAPTURES}caddy-sdk-restart/caddy-error.log`, '--json'],
+      dir,
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout);
+    expect(report.restarts.inferred).toBe(2);
+    expect(report.proxy_errors.proxy_generated).toBe(8);
+    expect(report.refused_misses.total).toBe(25);
+    expect(report.refused_misses.sessions).toBe(1);
+    expect(report.refused_misses.by_reason).toEqual({ unknown_after_boot: 25 });
+    expect(report.remint_pairs.distinct).toBe(0);
+    expect(report.remint_pairs.adopted).toBe(0);
+    expect(report.sessions.unrecovered_stale).toBe(1);
+    expect(report.auth_challenges.missing_credential).toBe(0);
+    expect(report.auth_challenges.invalid_token).toBe(0);
+    expect(report.lines.rejected).toBe(0);
+    expect(report.lines.parsed).toBeGreaterThanOrEqual(47);
+
+    // Importing the same files again stores nothing twice and reports the same.
+    const again = await continuity(
+      ['analyze', `${CAPTURES}caddy-sdk-restart/caddy-access.log`, '--errors', `${CAPTURES}caddy-sdk-restart/caddy-error.log`, '--json'],
+      dir,
+    );
+    expect(JSON.parse(again.stdout).refused_misses.total).toBe(25);
+    const count = await continuity(['sql', 'SELECT count() AS n, uniqExact(event_id) AS u FROM events', '--format', 'json'], dir);
+    expect(JSON.parse(count.stdout)).toEqual({ n: 47, u: 47 });
+  });
+
+  it('caddy-sdk-auth: 1 missing_credential, 2 invalid_token, and the discovery 404s are not refused misses', async () => {
+    const r = await continuity(
+      ['analyze', `${CAPTURES}caddy-sdk-auth/caddy-access.log`, '--errors', `${CAPTURES}caddy-sdk-auth/caddy-error.log`, '--json'],
+      freshDir(),
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout);
+    expect(report.auth_challenges.missing_credential).toBe(1);
+    expect(report.auth_challenges.invalid_token).toBe(2);
+    expect(report.refused_misses.total).toBe(0);
+    expect(report.restarts.inferred).toBe(0);
+  });
+
+  it('prints a readable report without --json', async () => {
+    const r = await continuity(['analyze', `${CAPTURES}caddy-sdk-restart/caddy-access.log`, '--errors', `${CAPTURES}caddy-sdk-restart/caddy-error.log`], freshDir());
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/restarts \(inferred from proxy\)\s+2/);
+    expect(r.stdout).toMatch(/never re-initialized/);
+  });
+});
+
+describe('bad input through the CLI', () => {
+  it('exits non-zero only when nothing could be read, with a coded error', async () => {
+    const dir = freshDir();
+    const junk = join(dir, 'junk.log');
+    writeFileSync(junk, Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 7919) % 256)));
+    const r = await continuity(['import', 'caddy', junk], dir);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/CONT_ERR_NOTHING_IMPORTED/);
+    const empty = join(dir, 'empty.log');
+    writeFileSync(empty, '');
+    expect((await continuity(['import', 'caddy', empty], dir)).code).toBe(1);
+  });
+
+  it('keeps the good lines of a partly bad file and exits 0, naming rejected lines', async () => {
+    const dir = freshDir();
+    const mixed = join(dir, 'mixed.log');
+    const good = (await import('node:fs')).readFileSync(`${CAPTURES}caddy-sdk-restart/caddy-access.log`, 'utf8').trim().split('\n');
+    writeFileSync(mixed, [good[0], '{"truncated": ', good[1], 'not json at all', good[2]].join('\n') + '\n');
+    const r = await continuity(['import', 'caddy', mixed], dir);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/imported 3 of 5 lines \(2 rejected/);
+    expect(r.stderr).toMatch(/mixed\.log:2: not_json/);
+    expect(r.stderr).toMatch(/mixed\.log:4: not_json/);
+  });
+
+  it('a missing file is CONT_ERR_INPUT_UNREADABLE', async () => {
+    const r = await continuity(['import', 'caddy', '/nonexistent/access.log'], freshDir());
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/CONT_ERR_INPUT_UNREADABLE/);
+  });
+});
+
+describe('sql, query and hash', () => {
+  it('sql refuses a write with a clear error and exit 1', async () => {
+    const r = await continuity(['sql', 'DROP TABLE events'], freshDir());
+    expect(r.code).toBe(1);
+    expect(r.stderr).toMatch(/CONT_ERR_READONLY/);
+  });
+  it('query validates parameters (exit 2) and prints csv', async () => {
+    const dir = freshDir();
+    const bad = await continuity(['query', 'restarts', '--param', 't_from=yesterday-ish'], dir);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/CONT_ERR_QUERY_PARAM/);
+    const unknown = await continuity(['query', 'nope'], dir);
+    expect(unknown.code).toBe(2);
+    const csv = await continuity(['query', 'restarts', '--format', 'csv'], dir);
+    expect(csv.code, csv.stderr).toBe(0);
+    expect(csv.stdout.split('\r\n')[0]).toBe('service,source,evidence,down_from,up_at,downtime_s,proxy_5xx,proxy_5xx_post,proxy_5xx_get,sessions_refused');
+  });
+  it('hash prints the keyed hash the store uses for a raw id', async () => {
+    const dir = freshDir();
+    await continuity(['import', 'caddy', `${CAPTURES}caddy-sdk-restart/caddy-access.log`], dir);
+    const h = await continuity(['hash', '4f2b62a4-4517-4309-8dd1-da4057041770'], dir);
+    expect(h.stdout.trim()).toMatch(/^[0-9a-f]{32}$/);
+    const found = await continuity(['sql', `SELECT count() AS n FROM events WHERE request_session_key = '${h.stdout.trim()}'`, '--format', 'json'], dir);
+    expect(JSON.parse(found.stdout).n).toBe(46); // every line but the initialize
+  });
+});
