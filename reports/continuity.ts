@@ -18,7 +18,10 @@ export interface LineCounts {
 export interface ContinuityReport {
   range: { t_from: string; t_to: string; service: string; environment: string };
   lines: LineCounts;
-  restarts: { inferred: number; list: Array<Record<string, unknown>> };
+  /** `server`: restarts from boot events; `inferred`: proxy-inferred restarts no server boot explains. */
+  restarts: { total: number; server: number; inferred: number; list: Array<Record<string, unknown>> };
+  /** Arrivals joined to settlements by arrival_id (server evidence only). */
+  settlements: { arrivals: number; settled: number; unsettled: number; unsettled_at_shutdown: number; settled_share: number | null; tool_error: number };
   proxy_errors: { proxy_generated: number; gaps: number; gap_p50_s: number | null; gap_max_s: number | null };
   refused_misses: {
     total: number;
@@ -72,13 +75,14 @@ function tally(rows: Array<Record<string, unknown>>, key: string, value: string)
 export async function buildContinuityReport(store: Store, params: ReportParams = {}, lines?: LineCounts): Promise<ContinuityReport> {
   const windowParams = { ...params };
   const common = Object.fromEntries(Object.entries(params).filter(([k]) => ['t_from', 't_to', 'service', 'environment', 'mcp_paths'].includes(k)));
-  const [restarts, proxyErrors, refused, pairs, continuity, auth] = await Promise.all([
+  const [restarts, proxyErrors, refused, pairs, continuity, auth, settlements] = await Promise.all([
     runQuery(store, 'restarts', common),
     runQuery(store, 'proxy_errors', common),
     runQuery(store, 'refused_misses', pick(windowParams, 'window_s')),
     runQuery(store, 'remint_pairs', pick(windowParams, 'window_s')),
     runQuery(store, 'session_continuity', pick(windowParams, 'window_s')),
     runQuery(store, 'auth_challenges', pick(windowParams, 'auth_window_s', 'loop_min')),
+    runQuery(store, 'settlements', common),
   ]);
   function pick(p: ReportParams, ...extra: string[]): ReportParams {
     return { ...common, ...Object.fromEntries(Object.entries(p).filter(([k]) => extra.includes(k))) };
@@ -94,7 +98,20 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
       environment: String(params.environment ?? ''),
     },
     lines: lines ?? (await importedLines(store)),
-    restarts: { inferred: restarts.length, list: restarts },
+    restarts: {
+      total: restarts.length,
+      server: restarts.filter((r) => r.source === 'server').length,
+      inferred: restarts.filter((r) => r.source === 'proxy').length,
+      list: restarts,
+    },
+    settlements: {
+      arrivals: sum(settlements, 'arrivals'),
+      settled: sum(settlements, 'settled'),
+      unsettled: sum(settlements, 'unsettled'),
+      unsettled_at_shutdown: sum(settlements, 'unsettled_at_shutdown'),
+      settled_share: sum(settlements, 'arrivals') > 0 ? sum(settlements, 'settled') / sum(settlements, 'arrivals') : null,
+      tool_error: sum(settlements, 'tool_error'),
+    },
     proxy_errors: {
       proxy_generated: sum(proxyErrors, 'proxy_5xx'),
       gaps: proxyErrors.length,
@@ -160,10 +177,14 @@ function findings(r: ContinuityReport): string[] {
       `${r.sessions.unrecovered_stale} session(s) kept sending a session id the server no longer knew and never re-initialized (${who}): those chats lost their tools.`,
     );
   }
-  if (r.restarts.inferred > 0) {
+  if (r.restarts.total > 0) {
     out.push(
-      `${r.restarts.inferred} restart(s) inferred from the proxy log; ${r.proxy_errors.proxy_generated} request(s) got a proxy-generated 5xx while the upstream was down.`,
+      `${r.restarts.total} restart(s): ${r.restarts.server} from server boot events, ${r.restarts.inferred} inferred from the proxy log; ` +
+        `${r.proxy_errors.proxy_generated} request(s) got a proxy-generated 5xx while the upstream was down.`,
     );
+  }
+  if (r.settlements.unsettled_at_shutdown > 0) {
+    out.push(`${r.settlements.unsettled_at_shutdown} request(s) never settled: the process died under them (in flight at shutdown).`);
   }
   if (r.refused_misses.total > 0) {
     out.push(`${r.refused_misses.total} refused miss(es) on ${r.refused_misses.sessions} session(s); next action: ${JSON.stringify(r.refused_misses.by_next)}.`);

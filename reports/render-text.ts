@@ -10,11 +10,16 @@ export function renderContinuityText(r: ContinuityReport): string {
   lines.push('Input');
   kv('lines parsed / rejected / read', `${r.lines.parsed} / ${r.lines.rejected} / ${r.lines.read}`);
   lines.push('Restarts');
+  kv('restarts (server boots)', r.restarts.server);
   kv('restarts (inferred from proxy)', r.restarts.inferred);
   for (const x of r.restarts.list) {
     kv(`  ${String(x.up_at ?? x.down_from)}`, `${String(x.evidence)}; downtime ${x.downtime_s ?? '?'} s; proxy 5xx ${String(x.proxy_5xx)}; sessions refused ${String(x.sessions_refused)}`);
   }
   kv('proxy-generated 5xx', r.proxy_errors.proxy_generated);
+  if (r.settlements.arrivals > 0) {
+    lines.push('Requests (server)');
+    kv('arrivals / settled / unsettled at shutdown', `${r.settlements.arrivals} / ${r.settlements.settled} / ${r.settlements.unsettled_at_shutdown}`);
+  }
   lines.push('Refused misses');
   kv('total / sessions', `${r.refused_misses.total} / ${r.refused_misses.sessions}`);
   kv('by reason', JSON.stringify(r.refused_misses.by_reason));

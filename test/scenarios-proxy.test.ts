@@ -50,8 +50,8 @@ describe('S1 — stale session after a restart; the client never re-initializes'
   it('attributes the misses to the boot after the restart and says the session kept sending the id', async () => {
     const rows = await runQuery(t.store, 'refused_misses', { service: 's1' });
     expect(rows).toEqual([
-      expect.objectContaining({ boot: 1, reason: 'unknown_after_boot', http_status: 404, http_method: 'POST', next: 'same_session_again', misses: 4 }),
-      expect.objectContaining({ boot: 1, reason: 'unknown_after_boot', http_status: 404, http_method: 'POST', next: 'nothing', misses: 1 }),
+      expect.objectContaining({ source: 'proxy', boot: '1', reason: 'unknown_after_boot', http_status: 404, http_method: 'POST', next: 'same_session_again', misses: 4 }),
+      expect.objectContaining({ source: 'proxy', boot: '1', reason: 'unknown_after_boot', http_status: 404, http_method: 'POST', next: 'nothing', misses: 1 }),
     ]);
   });
 });

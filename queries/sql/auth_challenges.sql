@@ -1,8 +1,10 @@
 -- auth_challenges: 401/403 challenges by hour, user agent and class (RFC 6750
 -- §3.1 classes), each with a verdict:
 --   loop:       the client (address + user agent) was challenged at least
---               loop_min times with no 2xx between its first and last challenge
---   benign:     the same client or session got a 2xx within auth_window_s after
+--               loop_min times with no 2xx between its first and last challenge,
+--               and not on an established session (that one is lost, below)
+--   benign:     the same client (proxy: address + user agent; server: user agent
+--               + principal) or session got a 2xx within auth_window_s after
 --   lost:       an established session (it had a 2xx before) that never
 --               succeeds again in the range
 --   unresolved: none of the above
@@ -13,7 +15,7 @@ r AS
     FROM proxy_requests(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
                         environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
 ),
-challenges AS
+proxy_challenges AS
 (
     -- joined to its own access line (same µs timestamp and user agent) for the
     -- client and session; challenges count on any path, not only the endpoint
@@ -33,15 +35,57 @@ challenges AS
       AND ({service:String} = '' OR c.service = {service:String})
       AND ({environment:String} = '' OR c.environment = {environment:String})
 ),
-client_ok AS (SELECT client, groupArray(t) AS ts FROM r WHERE ok GROUP BY client),
-session_ok AS (SELECT sk, groupArray(t) AS ts FROM r WHERE ok AND sk != '' GROUP BY sk),
+server_challenges AS
+(
+    -- server-recorded challenges: the client is its user agent and principal
+    SELECT ts, toUnixTimestamp64Micro(ts) / 1e6 AS t, user_agent, challenge_class, http_status,
+           concat('server ', user_agent, ' ', principal_key) AS client, session_key AS sk
+    FROM events FINAL
+    WHERE event_type = 'auth_challenge' AND source = 'server'
+      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+),
+-- where a server recorded the challenge, the proxy's line for the same request
+-- (same user agent within 2 s) is not counted again
+server_times AS (SELECT user_agent, groupArray(t) AS ts FROM server_challenges GROUP BY user_agent),
+challenges AS
+(
+    SELECT * FROM server_challenges
+    UNION ALL
+    SELECT p.* FROM proxy_challenges AS p
+    LEFT JOIN server_times AS st ON st.user_agent = p.user_agent
+    WHERE NOT arrayExists(x -> abs(x - p.t) <= 2, st.ts)
+),
+server_ok AS
+(
+    SELECT toUnixTimestamp64Micro(ts) / 1e6 AS t, concat('server ', user_agent, ' ', principal_key) AS client, session_key AS sk
+    FROM events
+    WHERE event_type = 'settlement' AND source = 'server' AND outcome = 'ok'
+      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+),
+client_ok AS
+(
+    SELECT client, groupArray(t) AS ts
+    FROM (SELECT client, t FROM r WHERE ok UNION ALL SELECT client, t FROM server_ok)
+    GROUP BY client
+),
+session_ok AS
+(
+    SELECT sk, groupArray(t) AS ts
+    FROM (SELECT sk, t FROM r WHERE ok AND sk != '' UNION ALL SELECT sk, t FROM server_ok WHERE sk != '')
+    GROUP BY sk
+),
 per_client AS (SELECT client, count() AS n, min(t) AS first_t, max(t) AS last_t FROM challenges GROUP BY client),
 judged AS
 (
     SELECT
         c.ts AS ts, c.user_agent AS user_agent, c.challenge_class AS challenge_class, c.http_status AS http_status,
         multiIf(
-            pc.n >= {loop_min:UInt32} AND NOT arrayExists(x -> x >= pc.first_t AND x <= pc.last_t, co.ts), 'loop',
+            pc.n >= {loop_min:UInt32} AND NOT arrayExists(x -> x >= pc.first_t AND x <= pc.last_t, co.ts)
+                AND NOT (c.sk != '' AND arrayExists(x -> x < c.t, so.ts)), 'loop',
             arrayExists(x -> x > c.t AND x <= c.t + {auth_window_s:Float64}, arrayConcat(co.ts, so.ts)), 'benign',
             c.sk != '' AND arrayExists(x -> x < c.t, so.ts) AND NOT arrayExists(x -> x > c.t, so.ts), 'lost',
             'unresolved') AS verdict

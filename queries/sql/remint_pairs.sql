@@ -1,15 +1,70 @@
--- remint_pairs: distinct stale → replacement pairs (never events), adopted or
--- orphaned. Inferred pairs (refused miss, then an initialize from the same
--- client within window_s) are marked inferred = 1.
+-- remint_pairs: distinct stale → replacement session pairs (never events).
+-- Server-recorded pairs (remint events): events per pair, alias hits (requests
+-- still sent on the stale id and served through the alias after the re-mint),
+-- adopted (some request carried the replacement) or orphaned. Proxy-inferred
+-- pairs (a refused miss, then an initialize from the same client within
+-- window_s) are kept apart as inferred = 1, and only where the server recorded
+-- no pair for that stale session.
+WITH
+server AS
+(
+    SELECT stale_session_key, replacement_session_key, any(mode) AS mode, count() AS events,
+           min(toUnixTimestamp64Micro(ts)) / 1e6 AS first_t
+    FROM events
+    WHERE event_type = 'remint' AND outcome != 'failed'
+      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+    GROUP BY stale_session_key, replacement_session_key
+),
+requests AS
+(
+    SELECT session_key, session_resolution, event_type, toUnixTimestamp64Micro(ts) / 1e6 AS t
+    FROM events
+    WHERE event_type IN ('arrival', 'settlement') AND session_key != ''
+      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND (session_key IN (SELECT stale_session_key FROM server) OR session_key IN (SELECT replacement_session_key FROM server))
+),
+alias AS
+(
+    SELECT session_key, groupArray(t) AS ts FROM requests
+    WHERE event_type = 'settlement' AND session_resolution = 'alias' GROUP BY session_key
+),
+proxy_used AS
+(
+    SELECT request_session_key AS session_key, min(toUnixTimestamp64Micro(ts)) / 1e6 AS t
+    FROM events
+    WHERE event_type = 'proxy_access' AND request_session_key IN (SELECT replacement_session_key FROM server)
+      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+    GROUP BY request_session_key
+)
 SELECT
-    stale_session_key,
-    replacement_session_key,
+    s.stale_session_key AS stale_session_key,
+    s.replacement_session_key AS replacement_session_key,
+    s.mode AS mode,
+    toUInt8(0) AS inferred,
+    s.events AS events,
+    toUInt64(arrayCount(x -> x >= s.first_t, h.ts)) AS alias_hits,
+    toDateTime64(s.first_t, 6, 'UTC') AS refused_at,
+    toDateTime64(s.first_t, 6, 'UTC') AS reinitialized_at,
+    0. AS recovery_s,
+    CAST(s.replacement_session_key IN (SELECT session_key FROM requests WHERE event_type = 'arrival')
+         OR s.replacement_session_key IN (SELECT session_key FROM proxy_used), 'Bool') AS adopted
+FROM server AS s
+LEFT JOIN alias AS h ON h.session_key = s.stale_session_key
+UNION ALL
+SELECT
+    p.stale_session_key AS stale_session_key,
+    p.replacement_session_key AS replacement_session_key,
     'client_reinit_inferred' AS mode,
-    1 AS inferred,
-    toDateTime64(miss_t, 6, 'UTC') AS refused_at,
-    toDateTime64(init_t, 6, 'UTC') AS reinitialized_at,
-    round(init_t - miss_t, 3) AS recovery_s,
-    adopted
+    toUInt8(1) AS inferred,
+    toUInt64(1) AS events,
+    toUInt64(0) AS alias_hits,
+    toDateTime64(p.miss_t, 6, 'UTC') AS refused_at,
+    toDateTime64(p.init_t, 6, 'UTC') AS reinitialized_at,
+    round(p.init_t - p.miss_t, 3) AS recovery_s,
+    p.adopted AS adopted
 FROM proxy_remint_pairs(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)}, window_s = {window_s:Float64})
-ORDER BY miss_t
+                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)}, window_s = {window_s:Float64}) AS p
+WHERE p.stale_session_key NOT IN (SELECT stale_session_key FROM server)
+ORDER BY refused_at

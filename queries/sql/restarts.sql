@@ -1,17 +1,64 @@
--- restarts: each restart with its evidence, downtime and proxy 5xx in the gap.
--- Proxy-inferred (DESIGN §4): a gap of proxy-generated 5xx and/or sessions whose
--- 2xx turned into refused misses; server boot events join in a later migration.
+-- restarts: each restart with its evidence, downtime and the proxy 5xx in its gap.
+-- Server evidence first: every boot that follows an earlier boot of the same
+-- service; downtime runs from the previous boot's shutdown (or last 2xx, or last
+-- event: a kill -9 leaves no shutdown) to the new boot. A proxy-inferred restart
+-- (DESIGN §4: a proxy-generated 5xx gap, or sessions whose 2xx turned into refused
+-- misses) that brackets a server boot is the same restart and only adds its
+-- proxy 5xx; one that brackets none stays, as source 'proxy'.
+WITH
+server AS
+(
+    SELECT service, boot_id, release, prev_release, boot_t, down_from
+    FROM server_boots(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
+                      environment = {environment:String})
+    WHERE is_restart
+),
+proxy AS
+(
+    SELECT service, evidence, down_from, up_at, downtime_s, proxy_5xx, proxy_5xx_post, proxy_5xx_get, sessions_refused,
+           ifNull(up_at, down_from) AS until
+    FROM proxy_restarts(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
+                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+),
+matched AS
+(
+    SELECT s.boot_id AS boot_id, p.down_from AS p_down_from, p.evidence AS p_evidence, p.proxy_5xx AS p_5xx,
+           p.proxy_5xx_post AS p_post, p.proxy_5xx_get AS p_get, p.sessions_refused AS p_sessions
+    FROM server AS s
+    CROSS JOIN proxy AS p
+    WHERE (p.service = s.service OR p.service = '' OR s.service = '')
+      AND s.boot_t >= p.down_from - 1 AND s.boot_t <= p.until + 1
+)
 SELECT
-    service,
+    s.service AS service,
+    'server' AS source,
+    if(m.boot_id != '', concat('server_boot+', any(m.p_evidence)), 'server_boot') AS evidence,
+    s.boot_id AS boot_id,
+    s.release AS release,
+    toDateTime64(s.down_from, 6, 'UTC') AS down_from,
+    toDateTime64(s.boot_t, 6, 'UTC') AS up_at,
+    round(s.boot_t - s.down_from, 3) AS downtime_s,
+    sum(m.p_5xx) AS proxy_5xx,
+    sum(m.p_post) AS proxy_5xx_post,
+    sum(m.p_get) AS proxy_5xx_get,
+    sum(m.p_sessions) AS sessions_refused
+FROM server AS s
+LEFT JOIN matched AS m ON m.boot_id = s.boot_id
+GROUP BY s.service, s.boot_id, s.release, s.down_from, s.boot_t, m.boot_id
+UNION ALL
+SELECT
+    p.service AS service,
     'proxy' AS source,
-    evidence,
-    toDateTime64(down_from, 6, 'UTC') AS down_from,
-    if(isNull(up_at), NULL, toDateTime64(assumeNotNull(up_at), 6, 'UTC')) AS up_at,
-    round(downtime_s, 3) AS downtime_s,
-    proxy_5xx,
-    proxy_5xx_post,
-    proxy_5xx_get,
-    sessions_refused
-FROM proxy_restarts(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                    environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
-ORDER BY ifNull(up_at, down_from)
+    p.evidence AS evidence,
+    '' AS boot_id,
+    '' AS release,
+    toDateTime64(p.down_from, 6, 'UTC') AS down_from,
+    if(isNull(p.up_at), NULL, toDateTime64(assumeNotNull(p.up_at), 6, 'UTC')) AS up_at,
+    round(p.downtime_s, 3) AS downtime_s,
+    p.proxy_5xx AS proxy_5xx,
+    p.proxy_5xx_post AS proxy_5xx_post,
+    p.proxy_5xx_get AS proxy_5xx_get,
+    p.sessions_refused AS sessions_refused
+FROM proxy AS p
+WHERE p.down_from NOT IN (SELECT p_down_from FROM matched)
+ORDER BY up_at

@@ -1,9 +1,12 @@
--- session_continuity: what happened to sessions, by user-agent family and origin.
+-- session_continuity: what happened to sessions, by user-agent family and origin,
+-- from proxy and server evidence together (a session is its keyed id; both
+-- sources hash ids with the same deployment key).
 --   minted_unused:       an initialize minted the id, no request ever carried it back
 --                        (e.g. a browser client that never returns Mcp-Session-Id)
 --   stale:               the session got at least one refused miss
---   recovered:           a refused session whose client re-initialized (an inferred pair)
---   unrecovered_stale:   a refused session never followed by such an initialize
+--   recovered:           a stale session that was re-minted by the server (a remint
+--                        pair) or whose client re-initialized (an inferred pair)
+--   unrecovered_stale:   a stale session never recovered
 --   abandoned_after_failure: the session's last request failed and the same client
 --                        sent no initialize within window_s afterwards
 --   survived_1/survived_2: sessions with 2xx both before and after at least one / two restarts
@@ -14,47 +17,91 @@ r AS
     FROM proxy_requests(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
                         environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
 ),
+srv AS
+(
+    -- server view of requests: a settlement is one request's end; ok = outcome ok
+    SELECT session_key AS sk, concat(user_agent, ' ', principal_key) AS client, splitByChar('/', user_agent)[1] AS ua_family,
+           toUnixTimestamp64Micro(ts) / 1e6 AS t, event_type,
+           event_type = 'settlement' AND outcome = 'ok' AS ok,
+           event_type = 'session_refused' AS refused,
+           event_type = 'arrival' AND mcp_method = 'initialize' AS init,
+           minted_session_key
+    FROM events
+    WHERE source = 'server' AND event_type IN ('arrival', 'settlement', 'session_refused')
+      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+),
 restarts AS
 (
-    SELECT groupArray((down_from, ifNull(up_at, down_from))) AS spans
-    FROM proxy_restarts(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+    -- server restarts, plus proxy-inferred ones that bracket no server boot
+    SELECT groupArray((lo, hi)) AS spans
+    FROM
+    (
+        SELECT down_from AS lo, boot_t AS hi
+        FROM server_boots(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
+                          environment = {environment:String})
+        WHERE is_restart
+        UNION ALL
+        SELECT p.down_from AS lo, ifNull(p.up_at, p.down_from) AS hi
+        FROM proxy_restarts(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
+                            environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)}) AS p
+        WHERE NOT arrayExists(b -> b >= p.down_from - 1 AND b <= ifNull(p.up_at, p.down_from) + 1,
+            (SELECT groupArray(boot_t) FROM server_boots(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)},
+                                                        service = {service:String}, environment = {environment:String}) WHERE is_restart))
+    )
 ),
-pairs AS
+recovered_keys AS
 (
-    SELECT stale_session_key
+    SELECT stale_session_key AS sk FROM events
+    WHERE event_type = 'remint' AND outcome != 'failed' AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+    UNION DISTINCT
+    SELECT stale_session_key AS sk
     FROM proxy_remint_pairs(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
                             environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)}, window_s = {window_s:Float64})
+    UNION DISTINCT
+    SELECT sk FROM server_refused(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
+                                  environment = {environment:String}, window_s = {window_s:Float64})
+    WHERE next = 'initialize'
 ),
-inits AS (SELECT client, groupArray(t) AS ts FROM r WHERE init GROUP BY client),
-used AS
+proxy_inits AS (SELECT client, groupArray(t) AS ts FROM r WHERE init GROUP BY client),
+server_inits AS (SELECT client, groupArray(t) AS ts FROM srv WHERE init GROUP BY client),
+per_source AS
 (
-    SELECT sk,
-           any(client) AS client, any(ua_family) AS ua_family, any(origin) AS origin,
-           countIf(refused) AS refused_n,
-           minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n,
-           argMax(ok, t) AS last_ok_flag, max(t) AS last_t
-    FROM r WHERE sk != '' GROUP BY sk
+    SELECT sk, client AS p_client, '' AS s_client, ua_family, origin, countIf(refused) AS refused_n,
+           minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t, argMax(ok, t) AS last_ok_flag,
+           toUInt8(0) AS minted, toUInt8(1) AS used
+    FROM r WHERE sk != '' GROUP BY sk, client, ua_family, origin
+    UNION ALL
+    SELECT rk AS sk, client AS p_client, '' AS s_client, ua_family, origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0)
+    FROM r WHERE init
+    UNION ALL
+    SELECT sk, '' AS p_client, client AS s_client, ua_family, '' AS origin, countIf(refused) AS refused_n,
+           minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t,
+           argMaxIf(ok, t, event_type != 'arrival') AS last_ok_flag, toUInt8(0), toUInt8(1)
+    FROM srv WHERE sk != '' AND NOT init GROUP BY sk, client, ua_family
+    UNION ALL
+    SELECT minted_session_key AS sk, '' AS p_client, client AS s_client, ua_family, '' AS origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0)
+    FROM srv WHERE event_type = 'settlement' AND minted_session_key != ''
 ),
-minted AS (SELECT rk AS sk, any(client) AS client, any(ua_family) AS ua_family, any(origin) AS origin FROM r WHERE init GROUP BY rk),
 per_session AS
 (
     SELECT
-        if(u.sk != '', u.sk, m.sk) AS session_key,
-        if(u.sk != '', u.ua_family, m.ua_family) AS ua_family,
-        if(u.sk != '', u.origin, m.origin) AS origin,
-        if(u.sk != '', u.client, m.client) AS client,
-        m.sk != '' AS was_minted,
-        u.sk != '' AS was_used,
-        u.refused_n > 0 AS is_stale,
-        session_key IN (SELECT stale_session_key FROM pairs) AS is_recovered,
-        u.sk != '' AND u.last_ok_flag = 0 AS last_failed,
-        u.last_t AS last_t,
-        u.first_ok AS first_ok,
-        u.last_ok AS last_ok,
-        u.ok_n AS ok_n
-    FROM used AS u
-    FULL OUTER JOIN minted AS m ON m.sk = u.sk
+        sk AS session_key,
+        anyIf(ua_family, ua_family != '') AS ua_family,
+        anyIf(origin, origin != '') AS origin,
+        anyIf(p_client, p_client != '') AS p_client,
+        anyIf(s_client, s_client != '') AS s_client,
+        max(minted) = 1 AS was_minted,
+        max(used) = 1 AS was_used,
+        sum(refused_n) > 0 AS is_stale,
+        minIf(first_ok, first_ok > 0) AS first_ok_t,
+        max(last_ok) AS last_ok_t,
+        sum(ok_n) AS ok_count,
+        max(last_t) AS session_last_t,
+        argMax(last_ok_flag, last_t) = 0 AND max(used) = 1 AS last_failed
+    FROM per_source
+    GROUP BY sk
 )
 SELECT
     s.ua_family AS ua_family,
@@ -62,13 +109,16 @@ SELECT
     count() AS sessions,
     countIf(was_minted AND NOT was_used) AS minted_unused,
     countIf(is_stale) AS stale,
-    countIf(is_stale AND is_recovered) AS recovered,
-    countIf(is_stale AND NOT is_recovered) AS unrecovered_stale,
-    countIf(last_failed AND NOT arrayExists(x -> x >= s.last_t AND x <= s.last_t + {window_s:Float64}, i.ts)) AS abandoned_after_failure,
-    countIf(ok_n > 0 AND arrayCount(span -> span.1 > s.first_ok AND span.2 < s.last_ok, x.spans) >= 1) AS survived_1,
-    countIf(ok_n > 0 AND arrayCount(span -> span.1 > s.first_ok AND span.2 < s.last_ok, x.spans) >= 2) AS survived_2
+    countIf(is_stale AND s.session_key IN (SELECT sk FROM recovered_keys)) AS recovered,
+    countIf(is_stale AND s.session_key NOT IN (SELECT sk FROM recovered_keys)) AS unrecovered_stale,
+    countIf(last_failed
+            AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, pi.ts)
+            AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, si.ts)) AS abandoned_after_failure,
+    countIf(ok_count > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
+    countIf(ok_count > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
 FROM per_session AS s
-LEFT JOIN inits AS i ON i.client = s.client
+LEFT JOIN proxy_inits AS pi ON pi.client = s.p_client
+LEFT JOIN server_inits AS si ON si.client = s.s_client
 CROSS JOIN restarts AS x
 GROUP BY ua_family, origin
 ORDER BY sessions DESC
