@@ -1,0 +1,28 @@
+import { describe, expect, it } from 'vitest';
+import { binomialUpperTail, clopperPearsonLower, successesNeeded } from './bounds.ts';
+
+describe('Clopper–Pearson one-sided 95% lower bound', () => {
+  it('4 clean deploys of 4 support only a 47.3% lower bound', () => {
+    expect(clopperPearsonLower(4, 4)).toBeCloseTo(0.4729, 4);
+  });
+  it('299 consecutive successes are the fewest that clear 99%', () => {
+    expect(clopperPearsonLower(299, 299)).toBeGreaterThan(0.99);
+    expect(clopperPearsonLower(298, 298)).toBeLessThan(0.99);
+    expect(successesNeeded(0.99)).toBe(299);
+  });
+  it('matches the beta-quantile form for x < n', () => {
+    // references: scipy.stats.beta.ppf(0.05, x, n - x + 1)
+    expect(clopperPearsonLower(8, 10)).toBeCloseTo(0.4930987, 6);
+    expect(clopperPearsonLower(50, 100)).toBeCloseTo(0.4136217, 6);
+    expect(clopperPearsonLower(37, 60)).toBeCloseTo(0.5024333, 6);
+    expect(clopperPearsonLower(0, 10)).toBe(0);
+  });
+  it('inverts the binomial tail: P(X >= x | p_L) = alpha', () => {
+    const p = clopperPearsonLower(37, 60);
+    expect(binomialUpperTail(37, 60, p)).toBeCloseTo(0.05, 6);
+  });
+  it('refuses impossible counts', () => {
+    expect(() => clopperPearsonLower(5, 4)).toThrow(RangeError);
+    expect(() => clopperPearsonLower(1, 0)).toThrow(RangeError);
+  });
+});
