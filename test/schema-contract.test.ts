@@ -70,9 +70,10 @@ describe('event contract ↔ events table', () => {
   });
 
   it('records applied migrations and re-applying them changes nothing', async () => {
+    const { migrate, loadMigrations } = await import('../store/index.ts');
     const applied = await t.store.query<{ version: number }>('SELECT version FROM schema_migrations FINAL ORDER BY version');
-    expect(applied.map((r) => r.version)).toEqual([1, 2, 3]);
-    const { migrate } = await import('../store/index.ts');
+    expect(applied.map((r) => r.version)).toEqual(loadMigrations().map((m) => m.version));
+    expect(applied.length).toBeGreaterThanOrEqual(4);
     expect(await migrate(t.store)).toEqual([]);
   });
 });
