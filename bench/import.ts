@@ -17,7 +17,7 @@
  */
 import { spawnSync } from 'node:child_process';
 import { createReadStream, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -196,6 +196,8 @@ async function main(): Promise<void> {
     const g = await generateCaddyAccessLog({ lines, path: file });
     console.error(`generated ${g.bytes} bytes: ${JSON.stringify(g.byStatus)}`);
   }
+  // Other work on the machine skews every figure: the load average says how busy it was.
+  const loadAtStart = loadavg()[0] ?? 0;
   const imp = runChild('import', file);
   console.error(`import: ${JSON.stringify(imp)}`);
   const parse = runChild('parse', file);
@@ -209,10 +211,13 @@ async function main(): Promise<void> {
     engine_lines_per_s: round(engine.events_lines_per_s),
     ratio: round((imp.lines_per_s ?? 0) / (engine.events_lines_per_s ?? 1), 3),
     peak_rss_mb: round(imp.peak_rss_mb),
+    import_cpu_s: round(imp.cpu_s, 1),
+    import_seconds: round(imp.seconds, 1),
     peak_anon_rss_mb: round(imp.peak_anon_mb),
     idle_store_rss_mb: round(imp.idle_store_rss_mb),
     engine_plain_table_lines_per_s: round(engine.plain_lines_per_s),
     ratio_vs_plain_table: round((imp.lines_per_s ?? 0) / (engine.plain_lines_per_s ?? 1), 3),
+    load_average_at_start: round(loadAtStart, 2),
     goals: GOALS,
   };
   console.log(JSON.stringify(result));

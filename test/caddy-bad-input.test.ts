@@ -185,6 +185,7 @@ describe('bad input never stops an import and never passes silently', () => {
     expect(cut.proxy_access).toBeLessThan(47);
     expect(cut.files[0]!.read_error).toMatch(/unexpected end of file/i);
     expect(cut.rejects.at(-1)).toMatchObject({ reason: 'read_error' });
+    expect(cut.lines.read).toBe(cut.lines.parsed + cut.lines.rejected + cut.lines.skipped + cut.lines.blank);
     expect(await stored('gzip_cut')).toBe(cut.proxy_access);
   });
 

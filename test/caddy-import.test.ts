@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assertSomethingImported, convertCaddyLogs, importCaddyLogs, type ImportReport } from '../collectors/index.ts';
@@ -243,6 +245,73 @@ describe('caddy-sdk-auth capture', () => {
       '/.well-known/openid-configuration',
       '/register',
     ]);
+  });
+});
+
+describe('mapping rules', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'caddy-map-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  const base = JSON.parse(readFileSync(RESTART.access[0]!, 'utf8').split('\n')[2]!) as Record<string, any>;
+
+  it('drops the query string, keeps Origin and the principal as a keyed hash, parses name/version user agents', async () => {
+    const entry = structuredClone(base);
+    entry.request.uri = '/mcp?access_token=sekrit-token-123&x=1';
+    entry.request.headers.Origin = ['https://claude.ai'];
+    entry.request.headers['User-Agent'] = ['claude-code/1.0.43 (external, cli)'];
+    entry.user_id = 'alice@example.com';
+    const path = join(dir, 'mapping.log');
+    writeFileSync(path, JSON.stringify(entry) + '\n');
+    await importCaddyLogs(t.store, { access: [path], hasher, service: 'mapping' });
+    const [row] = await t.store.query<Record<string, unknown>>(
+      `SELECT url_path, attrs, principal_key, client_name, client_version, user_agent, ts, duration_ms, bytes, source
+       FROM events WHERE service = 'mapping'`,
+    );
+    expect(row).toEqual({
+      url_path: '/mcp',
+      attrs: { 'http.host': '127.0.0.1:8080', 'http.origin': 'https://claude.ai', 'caddy.logger': 'http.log.access.log0' },
+      principal_key: hasher('alice@example.com'),
+      client_name: 'claude-code',
+      client_version: '1.0.43',
+      user_agent: 'claude-code/1.0.43 (external, cli)',
+      ts: '2026-11-30 04:04:32.592839',
+      duration_ms: 4.343555,
+      bytes: 294,
+      source: 'proxy',
+    });
+    const [dump] = await t.store.query<{ n: number }>(
+      `SELECT countIf(position(toJSONString(tuple(*)), 'sekrit') > 0 OR position(toJSONString(tuple(*)), 'alice@') > 0) AS n FROM events`,
+    );
+    expect(dump?.n).toBe(0);
+  });
+
+  it('event ids are RFC 9562 version 8 UUIDs derived from the event kind and the line', async () => {
+    const ids = async () => {
+      const rows: Array<{ event_id: string; event_type: string }> = [];
+      await convertCaddyLogs({ ...AUTH, hasher }, (row) => {
+        rows.push(JSON.parse(row) as { event_id: string; event_type: string });
+      });
+      return rows;
+    };
+    const first = await ids();
+    const second = await ids();
+    expect(second).toEqual(first);
+    for (const r of first) expect(r.event_id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(new Set(first.map((r) => r.event_id)).size).toBe(first.length);
+  });
+});
+
+describe('progress', () => {
+  it('reports bytes read against the file size, per input, error logs first', async () => {
+    const seen: Array<{ kind: string; fileIndex: number; fileCount: number; bytesRead: number; totalBytes: number | undefined }> = [];
+    await importCaddyLogs(t.store, {
+      ...AUTH,
+      hasher,
+      service: 'progress',
+      onProgress: (p) => seen.push({ kind: p.kind, fileIndex: p.fileIndex, fileCount: p.fileCount, bytesRead: p.bytesRead, totalBytes: p.totalBytes }),
+    });
+    const last = (i: number) => seen.filter((p) => p.fileIndex === i).at(-1);
+    expect(last(0)).toMatchObject({ kind: 'error', fileCount: 2, bytesRead: 1631, totalBytes: 1631 });
+    expect(last(1)).toMatchObject({ kind: 'access', fileCount: 2, bytesRead: 12190, totalBytes: 12190 });
   });
 });
 

@@ -69,7 +69,7 @@ export interface ConverterOptions {
   hasher: KeyedHasher;
   /** `service` of every event (default ''). */
   service?: string;
-  /** Longest line, bytes: sizes the hashing scratch buffer. */
+  /** Longest line, bytes (the hashing scratch buffer grows up to it). */
   maxLineBytes: number;
   /** Cap on error-log entries kept for the join (default 1,000,000). */
   maxErrorEntries?: number;
@@ -162,8 +162,10 @@ const hashHex: (data: Buffer) => string =
     : (data) => crypto.createHash('sha256').update(data).digest('hex');
 
 /**
- * A deterministic event id: the first 128 bits of SHA-256(`prefix` ‖ `line`) laid out
- * as an RFC 9562 §5.8 version 8 UUID (version nibble 8, variant bits 10).
+ * Lays out a SHA-256 digest (64 hex characters; here of the event kind and the raw
+ * line) as an RFC 9562 §5.8 version 8 UUID: its first 128 bits, with the version
+ * nibble set to 8 and the variant bits to 10. Deterministic: the same line always
+ * gives the same event id.
  */
 export function eventIdFromHex(h: string): string {
   return (
@@ -218,7 +220,7 @@ export class CaddyConverter {
   private readonly sc = new CaddyLineScanner();
   private readonly hasher: KeyedHasher;
   private readonly serviceJson: string;
-  private readonly scratch: Buffer;
+  private scratch: Buffer;
   private readonly uaCache = new Map<string, string>();
   private file: FileCounters = { parsed: 0, rejected: 0, skipped: 0, events: 0 };
   private out: ConverterOutput;
@@ -231,7 +233,7 @@ export class CaddyConverter {
     this.hasher = options.hasher;
     const service = cut(options.service ?? '', 256);
     this.serviceJson = service === '' ? '' : `,"service":${JSON.stringify(service)}`;
-    this.scratch = Buffer.allocUnsafe(options.maxLineBytes + 32);
+    this.scratch = Buffer.allocUnsafe(Math.min(options.maxLineBytes, 1 << 16) + 32);
     this.join = new UpstreamJoin<HeldRow>(options.maxErrorEntries ?? 1_000_000);
     this.out = out;
   }
@@ -342,7 +344,13 @@ export class CaddyConverter {
     t.rejectsByReason[reason] = (t.rejectsByReason[reason] ?? 0) + 1;
     this.file.rejected++;
     const r = this.out.reject(lineNo, reason, detail, bytes);
-    if (r) this.wait = r;
+    if (r) this.addWait(r);
+  }
+
+  /** Remembers backpressure from the output; two pushes in one line wait for both. */
+  private addWait(p: Promise<void>): void {
+    const prev = this.wait;
+    this.wait = prev === undefined || prev === p ? p : Promise.all([prev, p]).then(() => undefined);
   }
 
   /** Checks field types; returns a reject detail or undefined. */
@@ -499,7 +507,7 @@ export class CaddyConverter {
     const reqSid = sc.firstStr(F_H_SID);
     const respSid = sc.firstStr(F_RH_SID);
     const reqKey = reqSid === '' ? '' : hasher(reqSid);
-    const respKey = respSid === '' ? '' : hasher(respSid);
+    const respKey = respSid === '' ? '' : respSid === reqSid ? reqKey : hasher(respSid);
     const sessionKey = reqKey !== '' ? reqKey : respKey;
     const userId = sc.str(F_USER_ID);
     const principalKey = userId === '' ? '' : hasher(userId);
@@ -565,10 +573,12 @@ export class CaddyConverter {
     file.events++;
     if (joined) this.totals.joinedUpstreamErrors++;
     const r = this.out.row(row);
-    if (r) this.wait = r;
+    if (r) this.addWait(r);
   }
 
   private eventId(prefix: Buffer, buf: Buffer, start: number, end: number): string {
+    const need = prefix.length + end - start;
+    if (need > this.scratch.length) this.scratch = Buffer.allocUnsafe(Math.max(need, this.scratch.length * 2));
     const scratch = this.scratch;
     prefix.copy(scratch, 0);
     buf.copy(scratch, prefix.length, start, end);

@@ -80,9 +80,16 @@ export interface BatchWriter {
 }
 
 interface Batch {
-  rows: string[];
-  chars: number;
+  body: string;
+  rows: number;
 }
+
+/** Buffer's own UTF-8 encoder (what `write` calls after checking its arguments). */
+type Utf8Writer = (buf: Buffer, text: string, offset: number) => number;
+const utf8Write: Utf8Writer =
+  typeof (Buffer.prototype as unknown as { utf8Write?: unknown }).utf8Write === 'function'
+    ? (buf, text, offset) => (buf as unknown as { utf8Write(t: string, o: number): number }).utf8Write(text, offset)
+    : (buf, text, offset) => buf.write(text, offset, 'utf8');
 
 /**
  * Creates a batching writer over `sink`. Memory is bounded by
@@ -101,7 +108,11 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
   }
 
   const stats: BatchWriterStats = { rows: 0, batches: 0, bytes: 0, dropped: 0, failedBatches: 0, bufferedRows: 0, pendingBatches: 0 };
-  let open: string[] = [];
+  // The open batch is encoded into one reused byte buffer as rows arrive: rows die
+  // young (cheap for the GC) instead of living until the batch is joined.
+  let buf = Buffer.allocUnsafe(Math.min(maxBytes, 1 << 20) + 1024);
+  let used = 0;
+  let openRows = 0;
   let openChars = 0;
   const queue: Batch[] = [];
   let writing = false;
@@ -132,9 +143,9 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
       for (;;) {
         const batch = queue[0];
         if (!batch) break;
-        const body = batch.rows.join('\n');
-        const n = batch.rows.length;
-        batch.rows = [];
+        const body = batch.body;
+        const n = batch.rows;
+        batch.body = '';
         let result: SinkResult;
         try {
           result = await sink.write(body, n);
@@ -171,15 +182,18 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
       clearTimeout(timer);
       timer = undefined;
     }
-    if (open.length === 0) return true;
-    const batch: Batch = { rows: open, chars: openChars };
-    open = [];
+    if (openRows === 0) return true;
+    const rows = openRows;
+    openRows = 0;
     openChars = 0;
     stats.bufferedRows = 0;
     if (dropWhenFull && !force && stats.pendingBatches >= maxPending) {
-      stats.dropped += batch.rows.length;
+      used = 0;
+      stats.dropped += rows;
       return false;
     }
+    const batch: Batch = { body: buf.toString('utf8', 0, used - 1), rows };
+    used = 0;
     queue.push(batch);
     stats.pendingBatches++;
     void pump();
@@ -200,11 +214,19 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
         stats.dropped++;
         return;
       }
-      if (open.length > 0 && openChars + row.length + 1 > maxBytes) seal(false);
-      open.push(row);
+      if (openRows > 0 && openChars + row.length + 1 > maxBytes) seal(false);
+      const need = used + row.length * 3 + 1; // worst case of UTF-8 for UTF-16 units
+      if (need > buf.length) {
+        const bigger = Buffer.allocUnsafe(Math.max(need, buf.length * 2));
+        buf.copy(bigger, 0, 0, used);
+        buf = bigger;
+      }
+      used += utf8Write(buf, row, used);
+      buf[used++] = 0x0a;
+      openRows++;
       openChars += row.length + 1;
-      stats.bufferedRows = open.length;
-      if (open.length >= maxRows || openChars >= maxBytes) seal(false);
+      stats.bufferedRows = openRows;
+      if (openRows >= maxRows || openChars >= maxBytes) seal(false);
       else if (interval > 0 && timer === undefined) {
         timer = setTimeout(() => {
           timer = undefined;
