@@ -151,6 +151,22 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
     gap_p50_s: 'Nullable(Float64)',
     gap_max_s: 'Nullable(Float64)',
   }),
+  proxy_traffic: define(
+    'proxy_traffic',
+    'Requests to the MCP endpoint as the proxy saw them, per service: upstream 2xx, proxy-generated 5xx, refused misses, challenges (rates where no server recorded arrivals).',
+    {},
+    {},
+    {
+      service: 'String',
+      requests: 'UInt64',
+      ok: 'UInt64',
+      proxy_generated_5xx: 'UInt64',
+      upstream_5xx: 'UInt64',
+      refused: 'UInt64',
+      challenged: 'UInt64',
+      sessions: 'UInt64',
+    },
+  ),
   session_continuity: define(
     'session_continuity',
     'Sessions minted but unused, stale, recovered, unrecovered, abandoned after failure, surviving restarts; by user-agent family and origin.',

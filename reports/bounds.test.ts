@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { binomialUpperTail, clopperPearsonLower, successesNeeded } from './bounds.ts';
+import { additionalSuccessesNeeded, binomialUpperTail, clopperPearsonLower, successesNeeded } from './bounds.ts';
 
 describe('Clopper–Pearson one-sided 95% lower bound', () => {
   it('4 clean deploys of 4 support only a 47.3% lower bound', () => {
@@ -24,5 +24,19 @@ describe('Clopper–Pearson one-sided 95% lower bound', () => {
   it('refuses impossible counts', () => {
     expect(() => clopperPearsonLower(5, 4)).toThrow(RangeError);
     expect(() => clopperPearsonLower(1, 0)).toThrow(RangeError);
+  });
+});
+
+describe('additional clean observations to clear a target', () => {
+  it('with no failure it is what remains of the 299 needed for 99%', () => {
+    expect(additionalSuccessesNeeded(0, 0, 0.99)).toBe(299);
+    expect(additionalSuccessesNeeded(4, 4, 0.99)).toBe(295);
+    expect(additionalSuccessesNeeded(400, 400, 0.99)).toBe(0);
+  });
+  it('is the smallest k whose bound clears the target when there were failures', () => {
+    const k = additionalSuccessesNeeded(2, 3, 0.99);
+    expect(clopperPearsonLower(2 + k, 3 + k)).toBeGreaterThan(0.99);
+    expect(clopperPearsonLower(2 + k - 1, 3 + k - 1)).toBeLessThanOrEqual(0.99);
+    expect(k).toBeGreaterThan(299);
   });
 });

@@ -74,3 +74,34 @@ export function successesNeeded(target: number, confidence = 0.95): number {
   const n = Math.floor(Math.log(1 - confidence) / Math.log(target)) + 1;
   return n;
 }
+
+/**
+ * How many more consecutive successes, added to `successes` of `trials`, bring
+ * the one-sided lower bound above `target`: the smallest k ≥ 0 with
+ * clopperPearsonLower(successes + k, trials + k) > target. With no failure so far
+ * this is successesNeeded(target) − trials (never below 0); each failure raises it.
+ * @param successes x, an integer in [0, n]
+ * @param trials n ≥ 0 (0: nothing observed yet, the answer is successesNeeded(target))
+ * @throws RangeError for counts out of range or a target outside (0, 1).
+ */
+export function additionalSuccessesNeeded(successes: number, trials: number, target: number, confidence = 0.95): number {
+  if (!Number.isInteger(successes) || !Number.isInteger(trials) || trials < 0 || successes < 0 || successes > trials) {
+    throw new RangeError(`need integers 0 <= successes <= trials (got ${successes}/${trials})`);
+  }
+  if (successes === trials) return Math.max(0, successesNeeded(target, confidence) - trials);
+  const clears = (k: number) => clopperPearsonLower(successes + k, trials + k, confidence) > target;
+  if (clears(0)) return 0;
+  // The bound rises with every added success: double to bracket, then bisect.
+  let lo = 0;
+  let hi = 1;
+  while (!clears(hi)) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const mid = Math.floor((lo + hi) / 2);
+    if (clears(mid)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}

@@ -55,6 +55,8 @@ recovered_keys AS
 (
     SELECT stale_session_key AS sk FROM events
     WHERE event_type = 'remint' AND outcome != 'failed' AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
     UNION DISTINCT
     SELECT stale_session_key AS sk
     FROM proxy_remint_pairs(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},

@@ -1,0 +1,90 @@
+import type { Command } from 'commander';
+import { ContinuityError } from '../../core/errors.ts';
+import {
+  buildCanaryReport,
+  CANARY_FORMATS,
+  DEFAULT_AFTER_S,
+  describeGates,
+  loadGatesFile,
+  parseDuration,
+  renderCanary,
+  type CanaryFormat,
+} from '../../reports/index.ts';
+import { configFrom, reportError, withStore } from '../context.ts';
+
+interface CanaryFlags {
+  deploy?: string;
+  after: string;
+  baseline?: string;
+  format: string;
+  gates?: string;
+  service?: string;
+  environment?: string;
+}
+
+const HELP = `
+Gates (defaults; override any of them in a JSON or YAML --gates file):
+${describeGates()
+  .map((l) => `  ${l}`)
+  .join('\n')}
+
+Gates file example (YAML; unknown gates or fields are refused):
+  proxy_5xx_in_gap: { max: 3 }
+  invalid_token_rate: { ratio: 3, margin_pp: 0.5 }
+  unsettled_at_shutdown: { enabled: false }
+
+Windows: the deploy window runs from the restart's down_from (the previous boot's
+shutdown or last 2xx) to --after past the boot; the baseline is as long, just before.
+Bounds: one-sided 95% Clopper–Pearson lower bounds on the share of sessions that kept
+working and of requests that succeeded, with the clean observations still needed for 99%.
+
+Exit codes: 0 pass, 1 fail, 2 cannot evaluate (unknown deploy, no events, bad flags or gates file).`;
+
+/**
+ * `continuity canary --deploy <release|boot_id|latest> [--after 15m] [--baseline <duration>]
+ * [--format md|json|html] [--gates <file>] [--service <name>]`: the post-deploy canary
+ * report, with an exit code a pipeline can gate on.
+ */
+export function registerCanary(program: Command): void {
+  program
+    .command('canary')
+    .description('post-deploy canary: gates over one deploy window and success bounds; exit 0 pass, 1 fail, 2 cannot evaluate')
+    .option('--deploy <release|boot_id|latest>', 'the deploy: a release, a boot_id, or latest (the most recent restart)')
+    .option('--after <duration>', 'how long after the boot the deploy window runs (e.g. 90s, 15m, 1h)', `${DEFAULT_AFTER_S / 60}m`)
+    .option('--baseline <duration>', 'baseline length before the restart (default: as long as the deploy window)')
+    .option('--format <format>', 'md | json | html', 'md')
+    .option('--gates <file>', 'a JSON or YAML file overriding gate thresholds')
+    .option('--service <name>', 'only this service')
+    .option('--environment <name>', 'only this environment')
+    .addHelpText('after', HELP)
+    .action(async (opts: CanaryFlags, cmd: Command) => {
+      // Every error means the deploy could not be judged: exit 2, never 1 (1 is a failed gate).
+      try {
+        if (!opts.deploy) throw new ContinuityError('CONT_ERR_CONFIG', '--deploy is required: a release, a boot_id, or latest');
+        if (!CANARY_FORMATS.includes(opts.format as CanaryFormat)) {
+          throw new ContinuityError('CONT_ERR_CONFIG', `--format: ${JSON.stringify(opts.format)}; one of ${CANARY_FORMATS.join(', ')}`);
+        }
+        const afterS = parseDuration(opts.after, '--after');
+        const baselineS = opts.baseline === undefined ? undefined : parseDuration(opts.baseline, '--baseline');
+        const gates = opts.gates === undefined ? undefined : loadGatesFile(opts.gates);
+        const config = configFrom(cmd.optsWithGlobals());
+        const report = await withStore(config, (store) =>
+          buildCanaryReport(store, {
+            deploy: opts.deploy!,
+            afterS,
+            baselineS,
+            service: opts.service,
+            environment: opts.environment,
+            mcpPaths: config.mcpPaths,
+            remintWindowS: config.remintWindowS,
+            gates,
+          }),
+        );
+        process.stdout.write(renderCanary(report, opts.format as CanaryFormat));
+        process.exitCode = report.exit_code;
+      } catch (err) {
+        reportError(err);
+        process.exitCode = 2;
+      }
+    });
+}

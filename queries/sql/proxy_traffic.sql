@@ -1,0 +1,18 @@
+-- proxy_traffic: requests to the MCP endpoint as the proxy saw them, per service:
+-- how many, how many the upstream answered 2xx (ok), how many the proxy answered
+-- itself with a 5xx (upstream unreachable), other 5xx, refused misses, 401/403
+-- challenges, and distinct sessions. The request count and success count for
+-- rates and bounds where no server recorded arrivals (proxy-only evidence).
+SELECT
+    service,
+    count() AS requests,
+    countIf(ok) AS ok,
+    countIf(pg) AS proxy_generated_5xx,
+    countIf(NOT pg AND http_status >= 500) AS upstream_5xx,
+    countIf(refused) AS refused,
+    countIf(http_status IN (401, 403)) AS challenged,
+    uniqExactIf(sk, sk != '') AS sessions
+FROM proxy_requests(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
+                    environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+GROUP BY service
+ORDER BY service

@@ -1,0 +1,301 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { isContinuityError } from '../core/errors.ts';
+import { authDeploy, failingDeploy, HOSTILE_UA, passingDeploy, proxyOnlyDeploy } from '../test/fixtures/canary-scenarios.ts';
+import { insertEvents } from '../test/fixtures/proxy-scenario.ts';
+import { ServerScenario } from '../test/fixtures/server-scenario.ts';
+import { openTestStore, type TestStore } from '../test/helpers/store.ts';
+import { clopperPearsonLower } from './bounds.ts';
+import { buildCanaryReport, DEFAULT_GATES, parseDuration, parseGates, type CanaryReport, type GateId, type GateResult } from './canary.ts';
+import { renderCanary, renderCanaryHtml, renderCanaryMarkdown } from './canary-render.ts';
+
+// The canary report over deploys built with the scenario builders, each under its
+// own service in one real embedded store (see test/fixtures/canary-scenarios.ts).
+
+let t: TestStore;
+const reports = new Map<string, CanaryReport>();
+beforeAll(async () => {
+  t = await openTestStore('canary');
+  // a deploy whose window holds no request: the traffic stopped before the restart
+  const quiet = new ServerScenario('quiet');
+  quiet.boot(0, 'v1');
+  quiet.session('quiet-A', 1, 3);
+  quiet.boot(7200, 'v2');
+  await insertEvents(t.store, [...passingDeploy(), ...failingDeploy(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events]);
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+async function canary(service: string, deploy = 'latest', extra: Partial<Parameters<typeof buildCanaryReport>[1]> = {}): Promise<CanaryReport> {
+  const key = `${service} ${deploy} ${JSON.stringify(extra)}`;
+  let r = reports.get(key);
+  if (!r) {
+    r = await buildCanaryReport(t.store, { deploy, service, ...extra });
+    reports.set(key, r);
+  }
+  return r;
+}
+const gate = (r: CanaryReport, id: GateId): GateResult => {
+  const g = r.gates.find((x) => x.id === id);
+  if (!g) throw new Error(`no gate ${id}`);
+  return g;
+};
+
+describe('a clean deploy: graceful restart, sessions rebuilt under their ids', () => {
+  it('passes every gate with exit code 0, each gate evaluated from its evidence', async () => {
+    const r = await canary('pass');
+    expect(r).toMatchObject({ verdict: 'pass', exit_code: 0, reason: null, counts: { passed: 5, failed: 0, not_evaluated: 0 } });
+    expect(r.gates.map((g) => [g.id, g.value, g.verdict])).toEqual([
+      ['proxy_5xx_in_gap', 0, 'pass'],
+      ['refused_after_boot', 0, 'pass'],
+      ['unsettled_at_shutdown', 0, 'pass'],
+      ['sessions_lost_tools', 0, 'pass'],
+      ['invalid_token_rate', 0, 'pass'],
+    ]);
+    // the gates saw traffic: a pass is not the absence of evidence
+    expect(gate(r, 'proxy_5xx_in_gap').numbers.proxy_requests).toBe(26);
+    expect(gate(r, 'unsettled_at_shutdown').numbers).toMatchObject({ arrivals: 42, settled: 42, ended_boot_id: 'boot-pass-0' });
+  });
+
+  it('resolves latest, the release and the boot_id to the same restart; the window runs from the shutdown to 15 min after the boot', async () => {
+    const r = await canary('pass');
+    expect(r.deploy).toMatchObject({ source: 'server', boot_id: 'boot-pass-27', release: 'v2', service: 'pass', downtime_s: 2 });
+    expect(r.deploy!.down_from).toBe('2026-11-30T04:00:25.000000Z');
+    expect(r.window).toMatchObject({ from: '2026-11-30T04:00:25.000000Z', to: '2026-11-30T04:15:27.000000Z', after_s: 900, seconds: 902 });
+    expect(r.baseline).toMatchObject({ to: r.window!.from, seconds: 902 });
+    for (const deploy of ['v2', 'boot-pass-27']) {
+      const other = await canary('pass', deploy);
+      expect(other.deploy).toMatchObject({ boot_id: 'boot-pass-27', requested: deploy });
+      expect(other.gates.map((g) => g.value)).toEqual(r.gates.map((g) => g.value));
+    }
+  });
+
+  it('honours --after and --baseline', async () => {
+    const r = await canary('pass', 'latest', { afterS: 60, baselineS: 1800 });
+    expect(r.window).toMatchObject({ to: '2026-11-30T04:01:27.000000Z', after_s: 60 });
+    expect(r.baseline).toMatchObject({ from: '2026-11-30T03:30:25.000000Z', seconds: 1800 });
+  });
+
+  it('states exact one-sided 95% lower bounds and how many clean observations would support 99%', async () => {
+    const r = await canary('pass');
+    const [sessions, requests] = r.bounds;
+    expect(sessions).toMatchObject({ id: 'sessions_kept_working', successes: 2, trials: 2, estimate: 1, more_needed: 297 });
+    expect(sessions!.lower).toBeCloseTo(Math.sqrt(0.05), 10); // x = n: α^(1/n)
+    expect(requests).toMatchObject({ id: 'requests_succeeded', source: 'server', successes: 26, trials: 26, more_needed: 299 - 26 });
+    expect(requests!.lower).toBeCloseTo(clopperPearsonLower(26, 26), 12);
+  });
+});
+
+describe('a failing deploy: proxy 5xx in the gap, stale sessions, a request that died with the process (S13 + S15)', () => {
+  it('fails with exit code 1 on the gap, the refused misses, the unsettled arrival and the lost session', async () => {
+    const r = await canary('fail', 'v2');
+    expect(r).toMatchObject({ verdict: 'fail', exit_code: 1, counts: { failed: 4, passed: 1 } });
+    expect(r.deploy).toMatchObject({ boot_id: 'boot-fail-16.9', release: 'v2', evidence: 'server_boot+proxy_5xx_gap+session_refusals' });
+    expect(r.gates.map((g) => [g.id, g.value, g.verdict])).toEqual([
+      ['proxy_5xx_in_gap', 9, 'fail'],
+      ['refused_after_boot', 3, 'fail'],
+      ['unsettled_at_shutdown', 1, 'fail'],
+      ['sessions_lost_tools', 1, 'fail'],
+      ['invalid_token_rate', 0, 'pass'],
+    ]);
+  });
+
+  it('states each gate’s evidence: the numbers and the rows that matter', async () => {
+    const r = await canary('fail', 'v2');
+    const gap = gate(r, 'proxy_5xx_in_gap');
+    expect(gap.numbers).toMatchObject({ proxy_generated_5xx: 9, post: 6, get: 3, gaps: 1 });
+    expect(gap.rows).toEqual([expect.objectContaining({ proxy_5xx: 9, proxy_5xx_post: 6, proxy_5xx_get: 3, gap_s: 7.2 })]);
+    expect(gap.queries.map((q) => q.name)).toEqual(['proxy_errors', 'proxy_traffic']);
+    expect(gap.queries[0]!.params).toMatchObject({ t_from: r.window!.from, t_to: r.window!.to, service: 'fail' });
+
+    const refused = gate(r, 'refused_after_boot');
+    expect(refused.numbers).toMatchObject({ refused_misses: 3, next_initialize: 2, next_nothing: 1 });
+    expect(refused.rows.every((row) => row.source === 'server' && row.boot === 'boot-fail-16.9' && row.reason === 'unknown_after_boot')).toBe(true);
+
+    const unsettled = gate(r, 'unsettled_at_shutdown');
+    expect(unsettled.numbers).toMatchObject({ unsettled_at_shutdown: 1, ended_boot_id: 'boot-fail-0' });
+    expect(unsettled.rows).toContainEqual(expect.objectContaining({ boot_id: 'boot-fail-0', mcp_method: 'tools/call', unsettled_at_shutdown: 1 }));
+    // the arrival belongs to the boot that ended, never to the new one
+    expect(unsettled.rows.some((row) => row.boot_id === 'boot-fail-16.9')).toBe(false);
+
+    const lost = gate(r, 'sessions_lost_tools');
+    expect(lost.numbers).toMatchObject({ unrecovered_stale: 1, stale: 3, recovered: 2 });
+    expect(lost.rows).toContainEqual(expect.objectContaining({ ua_family: 'client-A', unrecovered_stale: 1 }));
+    expect(lost.summary).toMatch(/1 from client-A/);
+  });
+
+  it('bounds: 2 of 3 sessions kept working; the unsettled and refused requests count against the request share', async () => {
+    const r = await canary('fail', 'v2');
+    const [sessions, requests] = r.bounds;
+    expect(sessions).toMatchObject({ successes: 2, trials: 3 });
+    expect(sessions!.lower).toBeCloseTo(clopperPearsonLower(2, 3), 12);
+    expect(sessions!.more_needed).toBeGreaterThan(299);
+    // 10 arrivals in the window: 6 ok (B2, C2), 3 refused, 1 that died with boot-fail-0
+    expect(requests).toMatchObject({ successes: 6, trials: 10 });
+  });
+
+  it('says what to look at next with runnable named-query commands for the failed gates', async () => {
+    const r = await canary('fail', 'v2');
+    const commands = r.next.map((s) => s.command);
+    expect(commands).toContain(`continuity query proxy_errors --param t_from=${r.window!.from} --param t_to=${r.window!.to} --param service=fail`);
+    expect(commands.some((c) => c.startsWith('continuity query refused_misses --param t_to='))).toBe(true);
+    expect(commands.some((c) => c.startsWith('continuity query session_continuity '))).toBe(true);
+    expect(commands.some((c) => c.startsWith('continuity sql ') && c.includes("boot_id = 'boot-fail-0'"))).toBe(true);
+    expect(commands.at(-1)).toBe(`continuity report --from ${r.window!.from} --to ${r.window!.to} --service fail`);
+  });
+});
+
+describe('a deploy seen only by the proxy (S13 without server events)', () => {
+  it('fails on proxy evidence and leaves the server-only gate not evaluated', async () => {
+    const r = await canary('proxyonly');
+    expect(r.deploy).toMatchObject({ source: 'proxy', boot_id: '', evidence: 'proxy_5xx_gap+session_refusals' });
+    expect(r.gates.map((g) => [g.id, g.value, g.verdict])).toEqual([
+      ['proxy_5xx_in_gap', 9, 'fail'],
+      ['refused_after_boot', 3, 'fail'],
+      ['unsettled_at_shutdown', null, 'not_evaluated'],
+      ['sessions_lost_tools', 1, 'fail'],
+      ['invalid_token_rate', 0, 'pass'],
+    ]);
+    expect(r).toMatchObject({ verdict: 'fail', exit_code: 1, counts: { not_evaluated: 1 } });
+    expect(r.bounds[1]).toMatchObject({ source: 'proxy', successes: 7, trials: 19 });
+    expect(r.notes.join(' ')).toMatch(/proxy evidence only/);
+  });
+});
+
+describe('cannot evaluate (exit code 2)', () => {
+  it('an empty scope: no restart at all', async () => {
+    const r = await canary('nothing');
+    expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: null, gates: [], bounds: [] });
+    expect(r.reason).toMatch(/no restart found for service "nothing"/);
+  });
+
+  it('an unknown release names the releases that have a restart', async () => {
+    const r = await canary('pass', 'v9');
+    expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2 });
+    expect(r.reason).toMatch(/unknown deploy "v9".*releases with a restart: v2/);
+  });
+
+  it('a first boot is not a deploy', async () => {
+    const r = await canary('pass', 'v1');
+    expect(r.exit_code).toBe(2);
+  });
+
+  it('a deploy window without a single request', async () => {
+    const r = await canary('quiet');
+    expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: { boot_id: 'boot-quiet-7200' } });
+    expect(r.reason).toMatch(/no requests recorded in the deploy window/);
+  });
+});
+
+describe('the invalid_token rate against the baseline', () => {
+  it('fails when the rate jumps from ~2% to ~19% (limit max(2 × baseline, baseline + 1 pp))', async () => {
+    const r = await canary('auth');
+    const g = gate(r, 'invalid_token_rate');
+    expect(g.verdict).toBe('fail');
+    expect(g.numbers).toMatchObject({ deploy_challenges: 5, deploy_requests: 26, baseline_challenges: 1, baseline_requests: 42 });
+    expect(g.value).toBeCloseTo(5 / 26, 12);
+    expect(g.numbers.limit).toBeCloseTo(2 / 42, 12);
+    expect(g.rows).toEqual([expect.objectContaining({ user_agent: HOSTILE_UA, challenge_class: 'invalid_token', challenges: 5 })]);
+    expect(r).toMatchObject({ verdict: 'fail', exit_code: 1 });
+  });
+});
+
+describe('gates files', () => {
+  it('override thresholds; what a file leaves out keeps its default', async () => {
+    const gates = parseGates('proxy_5xx_in_gap: { max: 10 }\nrefused_after_boot:\n  max: 3\nunsettled_at_shutdown: { enabled: false }\nsessions_lost_tools: { max: 1 }\n', 'relaxed.yaml');
+    expect(gates.invalid_token_rate).toEqual(DEFAULT_GATES.invalid_token_rate);
+    const r = await canary('fail', 'v2', { gates });
+    expect(r).toMatchObject({ verdict: 'pass', exit_code: 0 });
+    expect(gate(r, 'proxy_5xx_in_gap')).toMatchObject({ value: 9, verdict: 'pass', threshold: 'at most 10' });
+    expect(gate(r, 'unsettled_at_shutdown')).toMatchObject({ value: 1, verdict: 'not_evaluated' });
+    expect(gate(r, 'unsettled_at_shutdown').summary).toMatch(/^disabled by the gates file/);
+
+    const rate = parseGates(JSON.stringify({ invalid_token_rate: { ratio: 20, margin_pp: 50 } }), 'rate.json');
+    const auth = await canary('auth', 'latest', { gates: rate });
+    expect(gate(auth, 'invalid_token_rate')).toMatchObject({ verdict: 'pass', limits: { ratio: 20, margin_pp: 50 } });
+  });
+
+  it.each([
+    ['unknown gate', 'proxy_5xx: { max: 1 }', 'x.yaml', ['proxy_5xx']],
+    ['unknown field', 'refused_after_boot: { maximum: 1 }', 'x.yaml', ['refused_after_boot.maximum']],
+    ['negative count', '{"sessions_lost_tools": {"max": -1}}', 'x.json', ['sessions_lost_tools.max']],
+    ['ratio below 1', 'invalid_token_rate: { ratio: 0.5, margin_pp: "1" }', 'x.yml', ['invalid_token_rate.ratio', 'invalid_token_rate.margin_pp']],
+    ['not YAML', 'proxy_5xx_in_gap: { max: [', 'x.yaml', []],
+    ['not JSON', '{ "proxy_5xx_in_gap": ', 'x.json', []],
+  ])('refuses a file with %s: CONT_ERR_CONFIG naming the file and field', (_, text, file, fields) => {
+    let err: unknown;
+    try {
+      parseGates(text, `/etc/canary/${file}`);
+    } catch (e) {
+      err = e;
+    }
+    expect(isContinuityError(err, 'CONT_ERR_CONFIG')).toBe(true);
+    const e = err as Error & { details: { file: string; fields: string[] } };
+    expect(e.message).toContain(`gates file /etc/canary/${file}`);
+    expect(e.details.file).toBe(`/etc/canary/${file}`);
+    expect(e.details.fields).toEqual(fields);
+    for (const f of fields) expect(e.message).toContain(`field ${f}`);
+  });
+
+  it('an empty file keeps every default', () => {
+    expect(parseGates('', 'empty.yaml')).toEqual(DEFAULT_GATES);
+  });
+});
+
+describe('durations', () => {
+  it('reads s, m, h, d and bare seconds; refuses the rest with the flag named', () => {
+    expect(parseDuration('90s', '--after')).toBe(90);
+    expect(parseDuration('15m', '--after')).toBe(900);
+    expect(parseDuration('1.5h', '--baseline')).toBe(5400);
+    expect(parseDuration('2d', '--baseline')).toBe(172_800);
+    expect(parseDuration('30', '--after')).toBe(30);
+    for (const bad of ['', '0m', '-5m', '1w', 'soon', '31d']) {
+      expect(() => parseDuration(bad, '--baseline')).toThrow(/--baseline/);
+    }
+  });
+});
+
+describe('formats', () => {
+  it('json is the whole object', async () => {
+    const r = await canary('fail', 'v2');
+    expect(JSON.parse(renderCanary(r, 'json'))).toEqual(JSON.parse(JSON.stringify(r)));
+  });
+
+  it('markdown: the summary line first, then gates with threshold, value, verdict and evidence, bounds, next steps', async () => {
+    const md = renderCanaryMarkdown(await canary('fail', 'v2'));
+    const first = md.split('\n')[0]!;
+    expect(first).toMatch(/^# FAIL · deploy boot-fail-16\.9 \(service fail, release v2\) · window 2026-11-30T04:00:08\.410000Z → 2026-11-30T04:15:16\.900000Z · 4 of 5 gates failed$/);
+    const order = ['## Gates', '### 1. proxy-generated 5xx', 'Threshold: at most 0. Value: 9.', 'Evidence: 9 proxy-generated 5xx', '## Success proportions', '## What to look at next'];
+    const positions = order.map((s) => md.indexOf(s));
+    expect(positions.every((p) => p >= 0)).toBe(true);
+    expect([...positions].sort((a, b) => a - b)).toEqual(positions);
+    expect(md).toMatch(/\| sessions active before the deploy that kept working after it \| 2 \/ 3 \| 66\.7% \| 13\.5% \| \d+ \|/);
+    expect(md).toContain('`continuity query refused_misses --param t_to=');
+  });
+
+  it('CANNOT EVALUATE leads the summary line and says why', async () => {
+    const md = renderCanaryMarkdown(await canary('pass', 'v9'));
+    expect(md.split('\n')[0]).toMatch(/^# CANNOT EVALUATE · deploy v9 not resolved · unknown deploy "v9"/);
+  });
+
+  it('html is self-contained and escapes a hostile user agent everywhere', async () => {
+    const r = await canary('auth');
+    const html = renderCanaryHtml(r);
+    expect(html.startsWith('<!doctype html>')).toBe(true);
+    expect(html).toContain('&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;&lt;img src=x onerror=&#39;alert(1)&#39;&gt;/6.6');
+    expect(html).not.toMatch(/<script/i);
+    expect(html).not.toMatch(/<img/i);
+    expect(html).not.toMatch(/onerror=['"]/i);
+    // no external assets: no tag loads anything or links out of the page
+    const tagsText = html.match(/<[a-z][^>]*>/gi) ?? [];
+    expect(tagsText.filter((tag) => /\ssrc=|\shref="(?!#)/i.test(tag))).toEqual([]);
+    expect(html).toContain("default-src 'none'");
+    // every tag in the page is one the renderer writes
+    const tags = new Set([...html.matchAll(/<\/?([a-z0-9]+)/gi)].map((m) => m[1]!.toLowerCase()));
+    expect([...tags].filter((x) => !['html', 'head', 'meta', 'title', 'style', 'body', 'h1', 'h2', 'h3', 'ul', 'ol', 'li', 'table', 'thead', 'tbody', 'tr', 'th', 'td', 'a', 'section', 'span', 'p', 'code', 'br'].includes(x))).toEqual([]);
+    // the markdown keeps the same value inert
+    const md = renderCanaryMarkdown(r);
+    expect(md).not.toMatch(/<script|<img/i);
+    expect(md).toContain('&lt;script&gt;');
+  });
+});

@@ -1,0 +1,959 @@
+import { readFileSync } from 'node:fs';
+import { extname } from 'node:path';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { ContinuityError } from '../core/errors.ts';
+import { runQuery } from '../queries/index.ts';
+import type { Store } from '../store/index.ts';
+import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
+
+/**
+ * The post-deploy canary report (DESIGN §4, last paragraph): gates with pass/fail
+ * over one deploy's window, an exit code for pipelines, and success proportions
+ * with exact one-sided Clopper–Pearson bounds. Every number is read through the
+ * named queries (queries/registry.ts) with `t_from`/`t_to`/`service` bound; this
+ * file holds no SQL.
+ *
+ * Windows (all half-open, UTC, µs precision in the report, ms in query params):
+ * - deploy window W = [down_from, boot + after): from the restart's `down_from`
+ *   (the previous boot's shutdown, else its last 2xx; proxy-inferred: the last
+ *   upstream-served response before the gap) to `after` (default 15 min) past the
+ *   boot (proxy-inferred: the first served response after the gap).
+ * - baseline B = [down_from − baseline, down_from); baseline defaults to |W|.
+ * - life range L = [start of the boot that ended, end of W): where a question
+ *   needs what the sessions did before the deploy (refused misses on sessions the
+ *   server knew, sessions that survived, arrivals in flight at shutdown).
+ */
+
+// ---------------------------------------------------------------------------
+// Gates and their thresholds
+
+/** The five gates, in report order. */
+export const GATE_IDS = ['proxy_5xx_in_gap', 'refused_after_boot', 'unsettled_at_shutdown', 'sessions_lost_tools', 'invalid_token_rate'] as const;
+export type GateId = (typeof GATE_IDS)[number];
+
+/** A count gate: fails when the count exceeds `max`. */
+export interface CountGateConfig {
+  readonly enabled: boolean;
+  /** Largest count that still passes (an integer ≥ 0). */
+  readonly max: number;
+}
+
+/**
+ * The invalid_token rate gate: fails when the deploy window's rate exceeds
+ * max(ratio × baseline rate, baseline rate + margin_pp percentage points).
+ */
+export interface RateGateConfig {
+  readonly enabled: boolean;
+  /** Multiple of the baseline rate that still passes (≥ 1). */
+  readonly ratio: number;
+  /** Absolute allowance over the baseline, in percentage points (0–100). */
+  readonly margin_pp: number;
+}
+
+/** Thresholds for every gate (defaults: {@link DEFAULT_GATES}). */
+export interface GatesConfig {
+  readonly proxy_5xx_in_gap: CountGateConfig;
+  readonly refused_after_boot: CountGateConfig;
+  readonly unsettled_at_shutdown: CountGateConfig;
+  readonly sessions_lost_tools: CountGateConfig;
+  readonly invalid_token_rate: RateGateConfig;
+}
+
+/**
+ * Default thresholds. A clean deploy of an MCP server behind a proxy produces
+ * none of the counted events, so every count gate allows 0:
+ * 1. `proxy_5xx_in_gap` max 0 — proxy-generated 5xx (the proxy could not reach the
+ *    upstream) in the restart gap: requests the clients saw fail.
+ * 2. `refused_after_boot` max 0 — refused misses after the boot on sessions active
+ *    before it (reason unknown_after_boot): the server forgot live sessions.
+ * 3. `unsettled_at_shutdown` max 0 — arrivals of the boot that ended which never
+ *    settled: the process died under them.
+ * 4. `sessions_lost_tools` max 0 — sessions refused in the deploy window and never
+ *    recovered (no re-mint, no re-initialize): those chats lost their tools.
+ * 5. `invalid_token_rate` ratio 2, margin_pp 1 — challenges of class invalid_token
+ *    or expired_token per request: fails when the deploy rate exceeds
+ *    max(2 × baseline, baseline + 1 percentage point), e.g. a deploy that rotated
+ *    the token-signing key or lost the token cache.
+ */
+export const DEFAULT_GATES: GatesConfig = Object.freeze({
+  proxy_5xx_in_gap: Object.freeze({ enabled: true, max: 0 }),
+  refused_after_boot: Object.freeze({ enabled: true, max: 0 }),
+  unsettled_at_shutdown: Object.freeze({ enabled: true, max: 0 }),
+  sessions_lost_tools: Object.freeze({ enabled: true, max: 0 }),
+  invalid_token_rate: Object.freeze({ enabled: true, ratio: 2, margin_pp: 1 }),
+});
+
+const GATE_TITLES: Readonly<Record<GateId, string>> = {
+  proxy_5xx_in_gap: 'proxy-generated 5xx in the restart gap',
+  refused_after_boot: 'refused misses after the boot on sessions active before it',
+  unsettled_at_shutdown: 'arrivals unsettled at shutdown (the boot that ended)',
+  sessions_lost_tools: 'sessions that lost their tools (unrecovered stale sessions)',
+  invalid_token_rate: 'invalid_token rate against the baseline',
+};
+
+/** The gates and their defaults in words, for `--help` and the docs (generated from {@link DEFAULT_GATES}). */
+export function describeGates(gates: GatesConfig = DEFAULT_GATES): string[] {
+  return GATE_IDS.map((id, i) => `${i + 1}. ${id}: ${GATE_TITLES[id]}; ${thresholdText(id, gates)}`);
+}
+
+function thresholdText(id: GateId, gates: GatesConfig): string {
+  if (id === 'invalid_token_rate') {
+    const g = gates.invalid_token_rate;
+    return `fail when the deploy rate > max(${g.ratio} × baseline, baseline + ${g.margin_pp} pp)`;
+  }
+  return `at most ${gates[id].max}`;
+}
+
+const CountGateSchema = z.strictObject({
+  enabled: z.boolean().optional(),
+  max: z.number().int().min(0).optional(),
+});
+const RateGateSchema = z.strictObject({
+  enabled: z.boolean().optional(),
+  ratio: z.number().min(1).max(1000).optional(),
+  margin_pp: z.number().min(0).max(100).optional(),
+});
+/**
+ * A gates file: any subset of the gates, each with any subset of its fields;
+ * what is left out keeps its default. Unknown gates and fields are refused, so a
+ * typo cannot silently leave a default in force. Example (YAML):
+ *
+ *     version: 1
+ *     proxy_5xx_in_gap: { max: 3 }
+ *     invalid_token_rate: { ratio: 3, margin_pp: 0.5 }
+ *     unsettled_at_shutdown: { enabled: false }
+ */
+export const GatesFileSchema = z.strictObject({
+  version: z.literal(1).optional(),
+  proxy_5xx_in_gap: CountGateSchema.optional(),
+  refused_after_boot: CountGateSchema.optional(),
+  unsettled_at_shutdown: CountGateSchema.optional(),
+  sessions_lost_tools: CountGateSchema.optional(),
+  invalid_token_rate: RateGateSchema.optional(),
+});
+
+/**
+ * Parses and validates a gates file's text (JSON, or YAML — a superset of JSON)
+ * and merges it over the defaults.
+ * @param text the file contents
+ * @param file the path, named in errors
+ * @returns the frozen thresholds.
+ * @throws ContinuityError CONT_ERR_CONFIG naming the file and each bad field
+ *   (`details.file`, `details.fields`).
+ */
+export function parseGates(text: string, file: string): GatesConfig {
+  let raw: unknown;
+  try {
+    raw = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
+  } catch (err) {
+    const what = extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML';
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: not valid ${what}: ${firstLine((err as Error).message)}`, {
+      cause: err,
+      details: { file, fields: [] },
+    });
+  }
+  if (raw === null || raw === undefined) raw = {};
+  const parsed = GatesFileSchema.safeParse(raw);
+  if (!parsed.success) {
+    const issues = parsed.error.issues.flatMap((i) => {
+      // an unknown key is reported on its parent; name the key itself
+      const keys = i.code === 'unrecognized_keys' ? i.keys : [undefined];
+      return keys.map((k) => {
+        const field = [...i.path, ...(k === undefined ? [] : [k])].map(String).join('.') || '(top level)';
+        return { field, message: k === undefined ? i.message : `unknown field (gates: ${GATE_IDS.join(', ')})` };
+      });
+    });
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: ${issues.map((i) => `field ${i.field}: ${i.message}`).join('; ')}`, {
+      details: { file, fields: issues.map((i) => i.field), issues },
+    });
+  }
+  const f = parsed.data;
+  const count = (id: Exclude<GateId, 'invalid_token_rate'>): CountGateConfig =>
+    Object.freeze({ enabled: f[id]?.enabled ?? DEFAULT_GATES[id].enabled, max: f[id]?.max ?? DEFAULT_GATES[id].max });
+  const rate = DEFAULT_GATES.invalid_token_rate;
+  return Object.freeze({
+    proxy_5xx_in_gap: count('proxy_5xx_in_gap'),
+    refused_after_boot: count('refused_after_boot'),
+    unsettled_at_shutdown: count('unsettled_at_shutdown'),
+    sessions_lost_tools: count('sessions_lost_tools'),
+    invalid_token_rate: Object.freeze({
+      enabled: f.invalid_token_rate?.enabled ?? rate.enabled,
+      ratio: f.invalid_token_rate?.ratio ?? rate.ratio,
+      margin_pp: f.invalid_token_rate?.margin_pp ?? rate.margin_pp,
+    }),
+  });
+}
+
+/**
+ * Reads a gates file (`.json` as JSON, anything else as YAML) and validates it.
+ * @throws ContinuityError CONT_ERR_CONFIG when the file cannot be read or a field is invalid.
+ */
+export function loadGatesFile(file: string): GatesConfig {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, {
+      cause: err,
+      details: { file, fields: [] },
+    });
+  }
+  return parseGates(text, file);
+}
+
+/**
+ * Parses a duration such as `90s`, `30m`, `1h`, `1.5h`, `2d` (a bare number is seconds).
+ * @param flag the flag or field named in the error
+ * @returns seconds, > 0.
+ * @throws ContinuityError CONT_ERR_CONFIG naming `flag`.
+ */
+export function parseDuration(text: string, flag: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(text);
+  const unit = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86_400 } as const;
+  const seconds = m ? Number(m[1]) * unit[(m[2] ?? 's') as keyof typeof unit] : NaN;
+  if (!(seconds > 0) || seconds > 30 * 86_400) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `${flag}: ${JSON.stringify(text)} is not a duration (e.g. 90s, 30m, 1h; at most 30d)`, {
+      details: { field: flag },
+    });
+  }
+  return seconds;
+}
+
+// ---------------------------------------------------------------------------
+// The report
+
+/** Overall result: `exit_code` 0 pass, 1 fail, 2 cannot evaluate. */
+export type CanaryVerdict = 'pass' | 'fail' | 'cannot_evaluate';
+/** A gate's result; `not_evaluated`: the evidence it needs is absent (e.g. no server events), or it is disabled. */
+export type GateVerdict = 'pass' | 'fail' | 'not_evaluated';
+
+/** A named query a gate or bound read, with the parameters it was bound to (ready for `continuity query`). */
+export interface QueryRead {
+  readonly name: string;
+  readonly params: Readonly<Record<string, string | number>>;
+}
+
+/** One gate's outcome. */
+export interface GateResult {
+  readonly id: GateId;
+  /** 1-based position in the report. */
+  readonly index: number;
+  readonly title: string;
+  /** The threshold in words ("at most 0", "fail when … > max(…)"). */
+  readonly threshold: string;
+  /** The configured numbers behind `threshold`. */
+  readonly limits: Readonly<Record<string, number | boolean>>;
+  /** The measured value: a count, or for the rate gate the deploy window's rate as a fraction (0.02 = 2%). */
+  readonly value: number | null;
+  readonly unit: 'count' | 'rate';
+  readonly verdict: GateVerdict;
+  /** One sentence: the numbers that decided the verdict, or why it could not be evaluated. */
+  readonly summary: string;
+  /** The numbers that matter, by name. Rates are fractions. */
+  readonly numbers: Readonly<Record<string, number | string | null>>;
+  /** The query rows that matter (already filtered to this deploy), as the named query returned them. */
+  readonly rows: ReadonlyArray<Record<string, unknown>>;
+  readonly queries: readonly QueryRead[];
+}
+
+/** A success proportion with its exact one-sided lower bound. */
+export interface ProportionBound {
+  readonly id: 'sessions_kept_working' | 'requests_succeeded';
+  readonly label: string;
+  /** How successes and trials are counted, and from which evidence. */
+  readonly definition: string;
+  readonly source: 'server' | 'proxy' | 'server+proxy' | 'none';
+  readonly successes: number;
+  readonly trials: number;
+  /** successes / trials, null when trials = 0. */
+  readonly estimate: number | null;
+  /** One-sided Clopper–Pearson lower bound at `confidence`, null when trials = 0. */
+  readonly lower: number | null;
+  readonly confidence: number;
+  /** The proportion a reader would like to claim. */
+  readonly target: number;
+  /** More consecutive clean observations needed before the lower bound clears `target`. */
+  readonly more_needed: number;
+  readonly queries: readonly QueryRead[];
+}
+
+/** A concrete next step: why, and the command to run. */
+export interface NextStep {
+  readonly why: string;
+  readonly command: string;
+}
+
+/** A half-open UTC time range; `from`/`to` are ISO-8601 with µs. */
+export interface TimeRange {
+  readonly from: string;
+  readonly to: string;
+  readonly seconds: number;
+}
+
+/** The restart the report is about, as the `restarts` query returned it. */
+export interface DeployInfo {
+  /** What `--deploy` said: a release, a boot_id, or `latest`. */
+  readonly requested: string;
+  /** `server`: a boot event that follows an earlier boot; `proxy`: inferred from the proxy log only. */
+  readonly source: 'server' | 'proxy';
+  readonly evidence: string;
+  readonly service: string;
+  /** The new boot ('' for a proxy-inferred restart). */
+  readonly boot_id: string;
+  readonly release: string;
+  /** The release of the boot before, when it is known (the previous restart's release). */
+  readonly previous_release: string | null;
+  /** The boot that ended, when it is known (the previous restart's boot_id). */
+  readonly previous_boot_id: string | null;
+  /** ISO-8601 UTC: the previous boot's shutdown / last 2xx (proxy: last served response before the gap). */
+  readonly down_from: string;
+  /** ISO-8601 UTC: the boot (proxy: first served response after the gap); null when the upstream never came back in the log. */
+  readonly up_at: string | null;
+  /** Seconds from down_from to up_at, as the `restarts` query computed them. */
+  readonly downtime_s: number | null;
+}
+
+/**
+ * The canary report; `--format json` prints this object. Times are ISO-8601 UTC,
+ * durations seconds, rates and proportions fractions in [0, 1].
+ */
+export interface CanaryReport {
+  readonly verdict: CanaryVerdict;
+  /** 0 pass, 1 fail, 2 cannot evaluate. */
+  readonly exit_code: 0 | 1 | 2;
+  /** Why the report cannot be evaluated (only with `cannot_evaluate`). */
+  readonly reason: string | null;
+  /** What `--deploy` said: a release, a boot_id, or `latest`. */
+  readonly requested: string;
+  readonly deploy: DeployInfo | null;
+  /** The deploy window W (null when the deploy could not be resolved). */
+  readonly window: (TimeRange & { readonly after_s: number }) | null;
+  readonly baseline: TimeRange | null;
+  /** Filters every query was bound to ('' = all). */
+  readonly scope: { readonly service: string; readonly environment: string };
+  readonly gates: readonly GateResult[];
+  readonly counts: { readonly passed: number; readonly failed: number; readonly not_evaluated: number };
+  readonly bounds: readonly ProportionBound[];
+  readonly next: readonly NextStep[];
+  /** Caveats about the evidence (several services in scope, no baseline traffic, …). */
+  readonly notes: readonly string[];
+}
+
+/** What {@link buildCanaryReport} needs. */
+export interface CanaryOptions {
+  /** A release, a boot_id, or `latest`. */
+  readonly deploy: string;
+  /** Seconds after the boot the deploy window runs (default 900). */
+  readonly afterS?: number;
+  /** Baseline length in seconds (default: the deploy window's length). */
+  readonly baselineS?: number;
+  readonly service?: string;
+  readonly environment?: string;
+  /** MCP endpoint paths for proxy inference (default: inferred). */
+  readonly mcpPaths?: readonly string[];
+  /** Window for inferred re-mints and recoveries, seconds (default 10). */
+  readonly remintWindowS?: number;
+  readonly gates?: GatesConfig;
+  /** Confidence of the lower bounds (default 0.95) and the proportion to claim (default 0.99). */
+  readonly confidence?: number;
+  readonly target?: number;
+}
+
+/** Default deploy window after the boot: 15 minutes. */
+export const DEFAULT_AFTER_S = 900;
+
+interface RestartRow {
+  service: string;
+  source: string;
+  evidence: string;
+  boot_id: string;
+  release: string;
+  down_from: string;
+  up_at: string | null;
+  downtime_s: number | null;
+  proxy_5xx: number;
+}
+
+const num = (v: unknown): number => (typeof v === 'number' ? v : Number(v ?? 0));
+const sum = (rows: ReadonlyArray<Record<string, unknown>>, key: string): number => rows.reduce((a, r) => a + num(r[key]), 0);
+
+/** Store DateTime64 text ('YYYY-MM-DD hh:mm:ss.ffffff', UTC) → µs since the epoch. */
+function storeTimeToMicros(s: string): number {
+  const [whole = '', frac = ''] = s.split('.');
+  const ms = Date.parse(whole.replace(' ', 'T') + 'Z');
+  if (Number.isNaN(ms)) throw new RangeError(`not a store time: ${s}`);
+  return ms * 1000 + Number(frac.padEnd(6, '0').slice(0, 6));
+}
+
+/** µs since the epoch → ISO-8601 UTC with µs ('2026-11-30T04:00:08.410000Z'). */
+function isoMicros(us: number): string {
+  const ms = Math.floor(us / 1000);
+  const micros = String(us - ms * 1000).padStart(3, '0');
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, `.$1${micros}Z`);
+}
+
+const EPOCH = 0;
+
+/**
+ * Builds the canary report for one deploy.
+ *
+ * Resolving `deploy` (from the `restarts` query over everything in scope):
+ * `latest` is the most recent server restart (a boot after an earlier boot of the
+ * same service), else the most recent proxy-inferred restart; otherwise a boot_id
+ * of a server restart, else the first server restart whose release equals it.
+ * A deploy that cannot be resolved, or a deploy window without a single request,
+ * gives `cannot_evaluate` (exit code 2) with the reason; nothing is thrown for those.
+ *
+ * @throws ContinuityError from the store (CONT_ERR_STORE_*) or for bad query parameters.
+ */
+export async function buildCanaryReport(store: Store, options: CanaryOptions): Promise<CanaryReport> {
+  const gates = options.gates ?? DEFAULT_GATES;
+  const afterS = options.afterS ?? DEFAULT_AFTER_S;
+  const confidence = options.confidence ?? 0.95;
+  const target = options.target ?? 0.99;
+  const scope = { service: options.service ?? '', environment: options.environment ?? '' };
+  const common: Record<string, string | number> = { ...scope };
+  if (options.mcpPaths?.length) common.mcp_paths = options.mcpPaths.join(',');
+  const windowS = options.remintWindowS ?? 10;
+  const notes: string[] = [];
+  const requested = options.deploy.trim();
+
+  const cannot = (reason: string, deploy: DeployInfo | null = null, window: CanaryReport['window'] = null, baseline: TimeRange | null = null): CanaryReport => ({
+    verdict: 'cannot_evaluate',
+    exit_code: 2,
+    reason,
+    requested,
+    deploy,
+    window,
+    baseline,
+    scope,
+    gates: [],
+    counts: { passed: 0, failed: 0, not_evaluated: 0 },
+    bounds: [],
+    next: [
+      { why: 'List the restarts the store holds (release, boot_id, evidence) to pick a deploy', command: cmd('restarts', common) },
+      { why: 'See what the store holds overall', command: `continuity report${scope.service ? ` --service ${shellQuote(scope.service)}` : ''}` },
+    ],
+    notes,
+  });
+
+  // -- the deploy ---------------------------------------------------------------
+  const restarts = (await runQuery<RestartRow>(store, 'restarts', common)).slice();
+  const at = (r: RestartRow) => storeTimeToMicros(r.up_at ?? r.down_from);
+  restarts.sort((a, b) => at(a) - at(b));
+  const services = [...new Set(restarts.map((r) => r.service).filter(Boolean))];
+  if (!scope.service && services.length > 1) {
+    notes.push(`The store holds restarts of several services (${services.join(', ')}) and no --service was given: the gates count events of all of them.`);
+  }
+  if (restarts.length === 0) {
+    return cannot(
+      `no restart found${scope.service ? ` for service ${JSON.stringify(scope.service)}` : ''}: no server boot follows an earlier boot, and the proxy log shows no restart (no events for any deploy)`,
+    );
+  }
+  const serverRows = restarts.filter((r) => r.source === 'server');
+  let row: RestartRow | undefined;
+  if (requested === 'latest') row = serverRows.at(-1) ?? restarts.at(-1);
+  else row = serverRows.find((r) => r.boot_id === requested) ?? serverRows.find((r) => r.release === requested);
+  if (!row) {
+    const releases = [...new Set(serverRows.map((r) => r.release).filter(Boolean))];
+    return cannot(
+      `unknown deploy ${JSON.stringify(requested)}: no server restart has that boot_id or release` +
+        (releases.length ? ` (releases with a restart: ${releases.join(', ')})` : ' (the store has no server restarts; use --deploy latest for proxy-inferred ones)') +
+        '; a service’s first boot is not a deploy: there is no earlier boot to compare it with',
+    );
+  }
+  const deployRow = row;
+  const previous = restarts.filter((r) => r.source === deployRow.source && r.service === deployRow.service && at(r) < at(deployRow)).at(-1);
+  const deploy: DeployInfo = {
+    requested,
+    source: deployRow.source === 'server' ? 'server' : 'proxy',
+    evidence: deployRow.evidence,
+    service: deployRow.service,
+    boot_id: deployRow.boot_id,
+    release: deployRow.release,
+    previous_release: deployRow.source === 'server' && previous ? previous.release : null,
+    previous_boot_id: deployRow.source === 'server' && previous ? previous.boot_id : null,
+    down_from: isoMicros(storeTimeToMicros(deployRow.down_from)),
+    up_at: deployRow.up_at === null ? null : isoMicros(storeTimeToMicros(deployRow.up_at)),
+    downtime_s: deployRow.downtime_s === null ? null : num(deployRow.downtime_s),
+  };
+  if (deployRow.up_at === null) notes.push('The proxy log shows no served response after the gap: the upstream had not come back when the log ends; the window runs from the gap.');
+
+  // -- windows ------------------------------------------------------------------
+  const downUs = storeTimeToMicros(deployRow.down_from);
+  const bootUs = at(deployRow);
+  const endUs = bootUs + Math.round(afterS * 1e6);
+  const baseUs = options.baselineS !== undefined ? Math.round(options.baselineS * 1e6) : endUs - downUs;
+  const lifeFromUs = previous ? at(previous) : EPOCH;
+  const range = (fromUs: number, toUs: number): TimeRange => ({ from: isoMicros(fromUs), to: isoMicros(toUs), seconds: (toUs - fromUs) / 1e6 });
+  const W = range(downUs, endUs);
+  const B = range(downUs - baseUs, downUs);
+  const L = range(lifeFromUs, endUs);
+  const window = { ...W, after_s: afterS };
+  const p = (r: TimeRange, extra: Record<string, string | number> = {}): Record<string, string | number> => rangeParams(r, common, extra);
+  const win = { window_s: windowS };
+
+  // -- evidence, all through named queries --------------------------------------
+  const read = async (name: string, params: Record<string, string | number>): Promise<Read> => ({ rows: await runQuery(store, name, params), q: { name, params } });
+  const [trafficW, trafficB, settleW, settleB, settleL, proxyErrW, refusedL, contW, contL, authW, authB] = await Promise.all([
+    read('proxy_traffic', p(W)),
+    read('proxy_traffic', p(B)),
+    read('settlements', p(W)),
+    read('settlements', p(B)),
+    read('settlements', p(L)),
+    read('proxy_errors', p(W)),
+    read('refused_misses', p(L, win)),
+    read('session_continuity', p(W, win)),
+    read('session_continuity', p(L, win)),
+    read('auth_challenges', p(W)),
+    read('auth_challenges', p(B)),
+  ]);
+  const e: Evidence = {
+    deploy,
+    downUs,
+    endUs,
+    restartBootIds: new Set(serverRows.map((r) => r.boot_id)),
+    proxyRequestsW: sum(trafficW.rows, 'requests'),
+    serverEvidence: sum(settleW.rows, 'arrivals') > 0,
+    trafficW,
+    trafficB,
+    settleW,
+    settleB,
+    settleL,
+    proxyErrW,
+    refusedL,
+    contW,
+    contL,
+    authW,
+    authB,
+  };
+  if (e.proxyRequestsW === 0 && !e.serverEvidence) {
+    return cannot(
+      `no requests recorded in the deploy window ${W.from} .. ${W.to} (neither server arrivals nor proxy access lines): nothing to evaluate for this deploy`,
+      deploy,
+      window,
+      B,
+    );
+  }
+  if (!e.serverEvidence) notes.push('No server events in the deploy window: gates and bounds use proxy evidence only (inferred restarts, refused misses and re-mints).');
+  if (e.proxyRequestsW === 0) notes.push('No proxy access lines in the deploy window: the restart gap as clients saw it is not observed.');
+  if ((e.serverEvidence ? sum(e.settleB.rows, 'arrivals') : sum(e.trafficB.rows, 'requests')) === 0) {
+    notes.push(`No ${e.serverEvidence ? 'server arrivals' : 'proxy requests'} in the baseline: the invalid_token baseline rate is taken as 0.`);
+  }
+
+  const results = GATE_IDS.map((id) => finishGate(id, MEASURE[id](e, gates), gates));
+  const bounds = proportionBounds(e, confidence, target);
+
+  // -- verdict and next steps ---------------------------------------------------
+  const failed = results.filter((g) => g.verdict === 'fail');
+  const counts = {
+    passed: results.filter((g) => g.verdict === 'pass').length,
+    failed: failed.length,
+    not_evaluated: results.filter((g) => g.verdict === 'not_evaluated').length,
+  };
+  const verdict: CanaryVerdict = failed.length > 0 ? 'fail' : 'pass';
+  return {
+    verdict,
+    exit_code: verdict === 'fail' ? 1 : 0,
+    reason: null,
+    requested,
+    deploy,
+    window,
+    baseline: B,
+    scope,
+    gates: results,
+    counts,
+    bounds,
+    next: nextSteps(results, bounds, { W, B, L, common, win, scope }),
+    notes,
+  };
+}
+
+/** One named query's rows and how it was called. */
+interface Read {
+  readonly rows: Array<Record<string, unknown>>;
+  readonly q: QueryRead;
+}
+
+/**
+ * Everything the gates and bounds read, each named query run once per range:
+ * W the deploy window, B the baseline, L the life range (see the file comment).
+ */
+interface Evidence {
+  readonly deploy: DeployInfo;
+  /** down_from and the end of W, µs since the epoch. */
+  readonly downUs: number;
+  readonly endUs: number;
+  /** boot_ids of every server restart in scope (the boots that are not a service's first). */
+  readonly restartBootIds: ReadonlySet<string>;
+  readonly proxyRequestsW: number;
+  /** The deploy window holds server arrivals: server evidence decides request counts. */
+  readonly serverEvidence: boolean;
+  readonly trafficW: Read;
+  readonly trafficB: Read;
+  readonly settleW: Read;
+  readonly settleB: Read;
+  readonly settleL: Read;
+  readonly proxyErrW: Read;
+  readonly refusedL: Read;
+  readonly contW: Read;
+  readonly contL: Read;
+  readonly authW: Read;
+  readonly authB: Read;
+}
+
+/** What a gate measured; {@link finishGate} adds its identity and threshold. */
+type Measured = Omit<GateResult, 'id' | 'index' | 'title' | 'threshold' | 'limits'>;
+
+function finishGate(id: GateId, m: Measured, gates: GatesConfig): GateResult {
+  const cfg = gates[id];
+  return {
+    id,
+    index: GATE_IDS.indexOf(id) + 1,
+    title: GATE_TITLES[id],
+    threshold: thresholdText(id, gates),
+    limits: { ...cfg },
+    ...m,
+    ...(cfg.enabled ? {} : { verdict: 'not_evaluated' as const, summary: `disabled by the gates file; measured: ${m.summary}` }),
+  };
+}
+
+const countVerdict = (max: number, value: number): GateVerdict => (value > max ? 'fail' : 'pass');
+
+/** The gates, each from the evidence it names. */
+const MEASURE: Readonly<Record<GateId, (e: Evidence, gates: GatesConfig) => Measured>> = {
+  proxy_5xx_in_gap: measureProxy5xx,
+  refused_after_boot: measureRefusedAfterBoot,
+  unsettled_at_shutdown: measureUnsettledAtShutdown,
+  sessions_lost_tools: measureSessionsLostTools,
+  invalid_token_rate: measureInvalidTokenRate,
+};
+
+/** Gate 1: proxy-generated 5xx in the deploy window (`proxy_errors` over W); not evaluated without proxy lines (`proxy_traffic`). */
+function measureProxy5xx(e: Evidence, gates: GatesConfig): Measured {
+  const { proxyErrW, trafficW, proxyRequestsW, deploy } = e;
+  const rows = proxyErrW.rows.map((r) => pick(r, 'first_5xx', 'last_5xx', 'gap_s', 'proxy_5xx', 'proxy_5xx_post', 'proxy_5xx_get'));
+  const value = sum(rows, 'proxy_5xx');
+  const evaluable = proxyRequestsW > 0;
+  return {
+    value: evaluable ? value : null,
+    unit: 'count',
+    verdict: evaluable ? countVerdict(gates.proxy_5xx_in_gap.max, value) : 'not_evaluated',
+    summary: evaluable
+      ? `${value} proxy-generated 5xx (${sum(rows, 'proxy_5xx_post')} POST, ${sum(rows, 'proxy_5xx_get')} GET) in ${rows.length} gap(s)` +
+        (rows.length ? `, longest ${Math.max(...rows.map((r) => num(r.gap_s)))} s` : '') +
+        ` among ${proxyRequestsW} proxy request(s) in the deploy window`
+      : 'no proxy access lines in the deploy window: import the proxy log to see what clients got while the upstream was down',
+    numbers: {
+      proxy_generated_5xx: evaluable ? value : null,
+      post: sum(rows, 'proxy_5xx_post'),
+      get: sum(rows, 'proxy_5xx_get'),
+      gaps: rows.length,
+      proxy_requests: proxyRequestsW,
+      restart_downtime_s: deploy.downtime_s,
+    },
+    rows,
+    queries: [proxyErrW.q, trafficW.q],
+  };
+}
+
+/** Gate 2: refused misses with reason unknown_after_boot attributed to the new boot (`refused_misses` over L, so the proxy can tell sessions that had a 2xx before). */
+function measureRefusedAfterBoot(e: Evidence, gates: GatesConfig): Measured {
+  const { refusedL, deploy, downUs, endUs } = e;
+  const downSec = downUs / 1e6 - 1;
+  const afterBoot = refusedL.rows.filter((r) => {
+    if (r.source === 'server') return deploy.source === 'server' && r.boot === deploy.boot_id;
+    const bootAt = r.boot_at === null || r.boot_at === undefined ? null : storeTimeToMicros(String(r.boot_at)) / 1e6;
+    return bootAt !== null && bootAt >= downSec && bootAt * 1e6 < endUs;
+  });
+  const counted = afterBoot.filter((r) => r.reason === 'unknown_after_boot');
+  const other = afterBoot.filter((r) => r.reason !== 'unknown_after_boot');
+  const value = sum(counted, 'misses');
+  const byNext = tally(counted, 'next', 'misses');
+  return {
+    value,
+    unit: 'count',
+    verdict: countVerdict(gates.refused_after_boot.max, value),
+    summary:
+      `${value} refused miss(es) with reason unknown_after_boot after the boot` +
+      (value ? ` (what the session sent next: ${Object.entries(byNext).map(([k, v]) => `${k} ${v}`).join(', ')})` : '') +
+      (other.length ? `; ${sum(other, 'misses')} other refused miss(es) after the boot not counted (${Object.keys(tally(other, 'reason', 'misses')).join(', ')}: not caused by the restart)` : ''),
+    numbers: { refused_misses: value, not_counted_other_reasons: sum(other, 'misses'), ...prefixKeys('next_', byNext) },
+    rows: [...counted, ...other].map((r) => pick(r, 'source', 'boot', 'boot_at', 'reason', 'http_status', 'http_method', 'mcp_method', 'next', 'misses', 'sessions')),
+    queries: [refusedL.q],
+  };
+}
+
+/** Gate 3: arrivals of the boot that ended that never settled (`settlements` over L: the whole life of that boot). */
+function measureUnsettledAtShutdown(e: Evidence, gates: GatesConfig): Measured {
+  const { settleL, deploy } = e;
+  const ended = settleL.rows.filter(
+    (r) =>
+      deploy.source === 'server' &&
+      r.boot_id !== deploy.boot_id &&
+      (!deploy.service || r.service === deploy.service) &&
+      (deploy.previous_boot_id !== null ? r.boot_id === deploy.previous_boot_id : !e.restartBootIds.has(String(r.boot_id))),
+  );
+  const value = sum(ended, 'unsettled_at_shutdown');
+  const endedIds = [...new Set(ended.map((r) => String(r.boot_id)))];
+  const evaluable = deploy.source === 'server' && sum(settleL.rows, 'arrivals') > 0;
+  return {
+    value: evaluable ? value : null,
+    unit: 'count',
+    verdict: evaluable ? countVerdict(gates.unsettled_at_shutdown.max, value) : 'not_evaluated',
+    summary: evaluable
+      ? `${value} of ${sum(ended, 'arrivals')} arrival(s) of the boot that ended (${endedIds.join(', ') || 'no arrivals recorded'}) never settled`
+      : 'no server arrivals: only an instrumented server records arrivals and settlements (collectors/mcp)',
+    numbers: {
+      unsettled_at_shutdown: evaluable ? value : null,
+      arrivals: sum(ended, 'arrivals'),
+      settled: sum(ended, 'settled'),
+      ended_boot_id: endedIds.join(', ') || null,
+    },
+    rows: ended.map((r) => pick(r, 'service', 'boot_id', 'boot_ended', 'mcp_method', 'arrivals', 'settled', 'unsettled_at_shutdown', 'settled_share')),
+    queries: [settleL.q],
+  };
+}
+
+/** Gate 4: sessions refused in the deploy window and never recovered (`session_continuity` over W). */
+function measureSessionsLostTools(e: Evidence, gates: GatesConfig): Measured {
+  const { contW } = e;
+  const stale = contW.rows.filter((r) => num(r.stale) > 0);
+  const value = sum(contW.rows, 'unrecovered_stale');
+  return {
+    value,
+    unit: 'count',
+    verdict: countVerdict(gates.sessions_lost_tools.max, value),
+    summary:
+      `${value} of ${sum(stale, 'stale')} session(s) refused in the deploy window never recovered (no re-mint, no re-initialize)` +
+      (value
+        ? `: ${stale
+            .filter((r) => num(r.unrecovered_stale) > 0)
+            .map((r) => `${num(r.unrecovered_stale)} from ${String(r.ua_family) || 'an unknown client'}`)
+            .join(', ')}`
+        : ''),
+    numbers: { unrecovered_stale: value, stale: sum(stale, 'stale'), recovered: sum(stale, 'recovered'), abandoned_after_failure: sum(contW.rows, 'abandoned_after_failure') },
+    rows: stale.map((r) => pick(r, 'ua_family', 'origin', 'stale', 'recovered', 'unrecovered_stale', 'abandoned_after_failure')),
+    queries: [contW.q],
+  };
+}
+
+/** Gate 5: invalid_token/expired_token challenges per request, deploy window against baseline (`auth_challenges`; requests from `settlements` or, without server events, `proxy_traffic`). */
+function measureInvalidTokenRate(e: Evidence, gates: GatesConfig): Measured {
+  const { authW, authB, settleW, settleB, trafficW, trafficB, serverEvidence } = e;
+  const TOKEN_CLASSES = new Set(['invalid_token', 'expired_token']);
+  const tokenRows = (rows: Array<Record<string, unknown>>) => rows.filter((r) => TOKEN_CLASSES.has(String(r.challenge_class)));
+  // one denominator source for both windows: server arrivals when the deploy window has them
+  const requests = (settle: Array<Record<string, unknown>>, traffic: Array<Record<string, unknown>>) =>
+    serverEvidence ? sum(settle, 'arrivals') : sum(traffic, 'requests');
+  const cW = sum(tokenRows(authW.rows), 'challenges');
+  const cB = sum(tokenRows(authB.rows), 'challenges');
+  const nW = requests(settleW.rows, trafficW.rows);
+  const nB = requests(settleB.rows, trafficB.rows);
+  const rateW = nW > 0 ? cW / nW : null;
+  const rateB = nB > 0 ? cB / nB : 0;
+  const g = gates.invalid_token_rate;
+  const limit = Math.max(g.ratio * rateB, rateB + g.margin_pp / 100);
+  return {
+    value: rateW,
+    unit: 'rate',
+    verdict: rateW === null ? 'not_evaluated' : rateW > limit ? 'fail' : 'pass',
+    summary:
+      rateW === null
+        ? 'no requests in the deploy window'
+        : `${cW} invalid/expired-token challenge(s) in ${nW} request(s) = ${pct(rateW)} after the deploy, against ${cB} in ${nB} = ${pct(rateB)} before; limit ${pct(limit)}`,
+    numbers: {
+      deploy_challenges: cW,
+      deploy_requests: nW,
+      deploy_rate: rateW,
+      baseline_challenges: cB,
+      baseline_requests: nB,
+      baseline_rate: rateB,
+      limit,
+      requests_from: serverEvidence ? 'server arrivals' : 'proxy requests',
+    },
+    rows: tokenRows(authW.rows).map((r) => pick(r, 'hour', 'user_agent', 'challenge_class', 'http_status', 'verdict', 'challenges')),
+    queries: [authW.q, authB.q, serverEvidence ? settleW.q : trafficW.q, serverEvidence ? settleB.q : trafficB.q],
+  };
+}
+
+/** The two success proportions with their exact lower bounds. */
+function proportionBounds(e: Evidence, confidence: number, target: number): ProportionBound[] {
+  const { contL, contW, settleW, trafficW, proxyRequestsW, serverEvidence, deploy } = e;
+  const bound = (
+    id: ProportionBound['id'],
+    label: string,
+    definition: string,
+    source: ProportionBound['source'],
+    successes: number,
+    trials: number,
+    queries: QueryRead[],
+  ): ProportionBound => {
+    const s = Math.min(successes, trials);
+    return {
+      id,
+      label,
+      definition,
+      source,
+      successes: s,
+      trials,
+      estimate: trials > 0 ? s / trials : null,
+      lower: trials > 0 ? clopperPearsonLower(s, trials, confidence) : null,
+      confidence,
+      target,
+      more_needed: additionalSuccessesNeeded(s, trials, target, confidence),
+      queries,
+    };
+  };
+  const survived = sum(contL.rows, 'survived_1');
+  const staleW = sum(contW.rows, 'stale');
+  const recoveredW = sum(contW.rows, 'recovered');
+  const hasProxy = proxyRequestsW > 0;
+  const bounds: ProportionBound[] = [
+    bound(
+      'sessions_kept_working',
+      'sessions active before the deploy that kept working after it',
+      'trials: sessions with a 2xx before the restart that were seen again after it, i.e. those with a 2xx on the same session across it (survived) plus those refused in the deploy window (stale); successes: survived plus stale sessions that recovered (re-minted or re-initialized)',
+      serverEvidence && hasProxy ? 'server+proxy' : serverEvidence ? 'server' : 'proxy',
+      survived + recoveredW,
+      survived + staleW,
+      [contL.q, contW.q],
+    ),
+    serverEvidence
+      ? bound(
+          'requests_succeeded',
+          'requests in the deploy window that succeeded',
+          'trials: server arrivals in the deploy window whose fate is known (settled, or unsettled on a boot that has ended: the boot before the deploy always has); successes: settled with outcome ok',
+          'server',
+          sum(settleW.rows, 'ok'),
+          sum(settleW.rows, 'settled') + lostWithTheirBoot(settleW.rows, deploy),
+          [settleW.q],
+        )
+      : bound(
+          'requests_succeeded',
+          'requests in the deploy window that succeeded',
+          'trials: requests to the MCP endpoint in the proxy log in the deploy window; successes: upstream 2xx (no server events)',
+          'proxy',
+          sum(trafficW.rows, 'ok'),
+          proxyRequestsW,
+          [trafficW.q],
+        ),
+  ];
+  return bounds;
+}
+
+/**
+ * Arrivals in `rows` (settlements query) that will never settle: unsettled on a
+ * boot of the deploy's service other than the new one (it ended when the deploy
+ * booted, even if the query's range holds no event saying so), or unsettled at
+ * shutdown as the query judged it. Arrivals still in flight on a running boot are
+ * left out: their fate is not known yet.
+ */
+function lostWithTheirBoot(rows: ReadonlyArray<Record<string, unknown>>, deploy: DeployInfo): number {
+  return rows.reduce(
+    (n, r) =>
+      n + (r.boot_id !== deploy.boot_id && (!deploy.service || r.service === deploy.service) ? num(r.unsettled) : num(r.unsettled_at_shutdown)),
+    0,
+  );
+}
+
+function nextSteps(
+  gates: readonly GateResult[],
+  bounds: readonly ProportionBound[],
+  c: { W: TimeRange; B: TimeRange; L: TimeRange; common: Record<string, string | number>; win: Record<string, number>; scope: { service: string } },
+): NextStep[] {
+  const out: NextStep[] = [];
+  const pw = (r: TimeRange, extra: Record<string, string | number> = {}) => rangeParams(r, c.common, extra);
+  const failed = new Set(gates.filter((g) => g.verdict === 'fail').map((g) => g.id));
+  if (failed.has('proxy_5xx_in_gap')) {
+    out.push({ why: 'The restart gap as the proxy saw it: when the 5xx started and stopped, POST vs GET', command: cmd('proxy_errors', pw(c.W)) });
+    out.push({ why: 'Downtime of this and earlier restarts (is the gap growing?)', command: cmd('restarts', c.common) });
+  }
+  if (failed.has('refused_after_boot')) {
+    out.push({ why: 'Refused misses by reason, status and method, and what each session sent next', command: cmd('refused_misses', pw(c.L, c.win)) });
+    out.push({ why: 'Did the server re-mint the refused sessions, and did clients adopt the replacements?', command: cmd('remint_pairs', pw(c.W, c.win)) });
+  }
+  if (failed.has('unsettled_at_shutdown')) {
+    out.push({ why: 'Which methods were in flight when the boot ended (settled share per boot and method)', command: cmd('settlements', pw(c.L)) });
+    const ended = gates.find((g) => g.id === 'unsettled_at_shutdown')?.numbers.ended_boot_id;
+    const id = typeof ended === 'string' ? ended : null;
+    // only a plain id goes into a SQL literal in a suggested command
+    if (id && /^[\w.:-]+$/.test(id)) {
+      out.push({
+        why: 'The unsettled arrivals themselves (ad hoc, read-only SQL)',
+        command: `continuity sql ${shellQuote(
+          `SELECT ts, arrival_id, mcp_method, tool_name FROM events WHERE event_type = 'arrival' AND boot_id = '${id}' AND arrival_id NOT IN (SELECT arrival_id FROM events WHERE event_type = 'settlement') ORDER BY ts`,
+        )}`,
+      });
+    }
+    out.push({ why: 'Drain on shutdown: wait for in-flight requests (or SSE streams) before exiting, and check the shutdown reason', command: cmd('restarts', c.common) });
+  }
+  if (failed.has('sessions_lost_tools')) {
+    out.push({ why: 'Which clients (user-agent family, origin) kept a dead session id, and which recovered', command: cmd('session_continuity', pw(c.W, c.win)) });
+    out.push({ why: 'Recovery pairs (stale → replacement), adopted or orphaned', command: cmd('remint_pairs', pw(c.W, c.win)) });
+  }
+  if (failed.has('invalid_token_rate')) {
+    out.push({ why: 'Challenges by hour, user agent and class, judged benign, lost or loop (after the deploy)', command: cmd('auth_challenges', pw(c.W)) });
+    out.push({ why: 'The same before the deploy, for comparison', command: cmd('auth_challenges', pw(c.B)) });
+  }
+  const weak = bounds.filter((b) => b.trials > 0 && b.lower !== null && b.lower < b.target);
+  if (weak.length > 0 && failed.size === 0) {
+    out.push({
+      why: `The evidence is still thin: ${weak.map((b) => `${b.label}: ${b.more_needed} more clean observation(s) to claim ${pct(b.target, 0)}`).join('; ')}. Compare with earlier deploys`,
+      command: cmd('restarts', c.common),
+    });
+  }
+  out.push({
+    why: 'The full continuity report over the deploy window',
+    command: `continuity report --from ${c.W.from} --to ${c.W.to}${c.scope.service ? ` --service ${shellQuote(c.scope.service)}` : ''}`,
+  });
+  return out;
+}
+
+/** Query parameters for a range; a range from the epoch leaves `t_from` at its default (everything). */
+function rangeParams(r: TimeRange, common: Record<string, string | number>, extra: Record<string, string | number>): Record<string, string | number> {
+  return { ...(r.from === isoMicros(EPOCH) ? {} : { t_from: r.from }), t_to: r.to, ...common, ...extra };
+}
+
+/** `continuity query <name> --param k=v …`, values shell-quoted when needed; empty parameters left out. */
+function cmd(name: string, params: Record<string, string | number>): string {
+  const parts = Object.entries(params)
+    .filter(([, v]) => v !== '')
+    .map(([k, v]) => `--param ${shellQuote(`${k}=${String(v)}`)}`);
+  return ['continuity query', name, ...parts].join(' ');
+}
+
+/**
+ * Quotes `s` for a POSIX shell when it holds anything but plain characters:
+ * double quotes when nothing in it is special inside them (SQL with '…' literals
+ * stays readable), else single quotes.
+ */
+function shellQuote(s: string): string {
+  if (/^[\w.,:@%+=/-]+$/.test(s)) return s;
+  if (!/["$`\\!]/.test(s)) return `"${s}"`;
+  return `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+function pick(r: Record<string, unknown>, ...keys: string[]): Record<string, unknown> {
+  return Object.fromEntries(keys.map((k) => [k, r[k] ?? null]));
+}
+
+function tally(rows: ReadonlyArray<Record<string, unknown>>, key: string, value: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const r of rows) out[String(r[key])] = (out[String(r[key])] ?? 0) + num(r[value]);
+  return out;
+}
+
+function prefixKeys(prefix: string, o: Record<string, number>): Record<string, number> {
+  return Object.fromEntries(Object.entries(o).map(([k, v]) => [prefix + k, v]));
+}
+
+/** A fraction as a percentage ("1.25%"). */
+export function pct(x: number, digits = 2): string {
+  return `${(x * 100).toFixed(digits)}%`;
+}
+
+function firstLine(s: string): string {
+  return s.split('\n')[0] ?? s;
+}

@@ -1,0 +1,127 @@
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { authDeploy, failingDeploy, HOSTILE_UA, passingDeploy } from './fixtures/canary-scenarios.ts';
+
+// `continuity canary` as a pipeline runs it: a real process through bin/continuity.mjs,
+// a fresh data directory loaded with the fixture builders' events, the exit code
+// as the verdict (0 pass, 1 fail, 2 cannot evaluate).
+
+const run = promisify(execFile);
+const BIN = new URL('../bin/continuity.mjs', import.meta.url).pathname;
+const LOADER = new URL('./helpers/load-events.ts', import.meta.url).pathname;
+const dirs: string[] = [];
+const freshDir = () => {
+  const d = mkdtempSync(join(tmpdir(), 'continuity-canary-'));
+  dirs.push(d);
+  return d;
+};
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+async function continuity(args: string[], dataDir: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  delete env.CLICKHOUSE_URL;
+  delete env.KAFKA_BROKERS;
+  delete env.CONTINUITY_DATA_DIR;
+  try {
+    const { stdout, stderr } = await run(process.execPath, [BIN, '--data-dir', dataDir, ...args], { env, maxBuffer: 64 << 20 });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+let store = '';
+let files = '';
+beforeAll(async () => {
+  store = freshDir();
+  files = freshDir();
+  const events = join(files, 'events.jsonl');
+  writeFileSync(events, [...passingDeploy(), ...failingDeploy(), ...authDeploy()].map((e) => JSON.stringify(e)).join('\n') + '\n');
+  await run(process.execPath, ['--import', 'tsx', LOADER, store, events]);
+});
+
+describe('continuity canary', () => {
+  it('a passing deploy exits 0 and prints the summary line first (md by default)', async () => {
+    const r = await continuity(['canary', '--deploy', 'v2', '--service', 'pass'], store);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout.split('\n')[0]).toMatch(/^# PASS · deploy boot-pass-27 \(service pass, release v2\) · window .+ · 0 of 5 gates failed$/);
+    expect(r.stdout).toContain('## What to look at next');
+  });
+
+  it('a failing deploy exits 1; --format json carries the whole report', async () => {
+    const r = await continuity(['canary', '--deploy', 'latest', '--service', 'fail', '--format', 'json'], store);
+    expect(r.code, r.stderr).toBe(1);
+    const report = JSON.parse(r.stdout);
+    expect(report).toMatchObject({ verdict: 'fail', exit_code: 1, deploy: { boot_id: 'boot-fail-16.9' } });
+    expect(report.gates.map((g: { id: string; value: number }) => [g.id, g.value])).toEqual([
+      ['proxy_5xx_in_gap', 9],
+      ['refused_after_boot', 3],
+      ['unsettled_at_shutdown', 1],
+      ['sessions_lost_tools', 1],
+      ['invalid_token_rate', 0],
+    ]);
+    expect(report.bounds[0]).toMatchObject({ successes: 2, trials: 3 });
+  });
+
+  it('cannot evaluate exits 2: an unknown release, and an empty store', async () => {
+    const unknown = await continuity(['canary', '--deploy', 'v9', '--service', 'pass'], store);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stdout.split('\n')[0]).toMatch(/^# CANNOT EVALUATE · deploy v9 not resolved · unknown deploy "v9"/);
+
+    const empty = await continuity(['canary', '--deploy', 'latest', '--format', 'json'], freshDir());
+    expect(empty.code).toBe(2);
+    expect(JSON.parse(empty.stdout)).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, reason: expect.stringMatching(/no restart found/) });
+  });
+
+  it('a gates file overrides a threshold; an invalid one is refused with CONT_ERR_CONFIG naming the file and field (exit 2)', async () => {
+    const failing = await continuity(['canary', '--deploy', 'latest', '--service', 'auth', '--format', 'json'], store);
+    expect(failing.code, failing.stderr).toBe(1);
+    expect(JSON.parse(failing.stdout).gates.find((g: { id: string }) => g.id === 'invalid_token_rate').verdict).toBe('fail');
+
+    const relaxed = join(files, 'gates.yaml');
+    writeFileSync(relaxed, '# a noisy auth provider\ninvalid_token_rate:\n  ratio: 20\n  margin_pp: 50\n');
+    const passing = await continuity(['canary', '--deploy', 'latest', '--service', 'auth', '--gates', relaxed, '--format', 'json'], store);
+    expect(passing.code, passing.stderr).toBe(0);
+    expect(JSON.parse(passing.stdout).gates.find((g: { id: string }) => g.id === 'invalid_token_rate')).toMatchObject({
+      verdict: 'pass',
+      limits: { ratio: 20, margin_pp: 50 },
+    });
+
+    const bad = join(files, 'bad-gates.json');
+    writeFileSync(bad, JSON.stringify({ invalid_token_rate: { ratio: 'twice' } }));
+    const refused = await continuity(['canary', '--deploy', 'latest', '--service', 'auth', '--gates', bad], store);
+    expect(refused.code).toBe(2);
+    expect(refused.stdout).toBe('');
+    expect(refused.stderr).toContain('error CONT_ERR_CONFIG');
+    expect(refused.stderr).toContain(`gates file ${bad}`);
+    expect(refused.stderr).toContain('field invalid_token_rate.ratio');
+  });
+
+  it('--format html escapes a hostile user agent', async () => {
+    const r = await continuity(['canary', '--deploy', 'latest', '--service', 'auth', '--format', 'html'], store);
+    expect(r.code, r.stderr).toBe(1);
+    expect(r.stdout.startsWith('<!doctype html>')).toBe(true);
+    expect(r.stdout).not.toContain(HOSTILE_UA);
+    expect(r.stdout).not.toMatch(/<script|<img/i);
+    expect(r.stdout).toContain('&lt;script&gt;alert(&quot;pwned&quot;)&lt;/script&gt;');
+  });
+
+  it('bad flags exit 2 with a coded error; --help lists the gates with their defaults', async () => {
+    const r = await continuity(['canary', '--deploy', 'latest', '--after', 'soon'], store);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/CONT_ERR_CONFIG.*--after/);
+    const missing = await continuity(['canary'], store);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--deploy is required/);
+    const help = await continuity(['canary', '--help'], store);
+    expect(help.stdout).toContain('1. proxy_5xx_in_gap: proxy-generated 5xx in the restart gap; at most 0');
+    expect(help.stdout).toContain('5. invalid_token_rate: invalid_token rate against the baseline; fail when the deploy rate > max(2 × baseline, baseline + 1 pp)');
+  });
+});
