@@ -4,6 +4,7 @@ import { registerHash } from './commands/hash.ts';
 import { registerQuery } from './commands/query.ts';
 import { registerReport } from './commands/report.ts';
 import { registerSql } from './commands/sql.ts';
+import { registerCanary } from './commands/canary.ts';
 import { reportError } from './context.ts';
 
 const program = new Command('continuity')
@@ -15,6 +16,7 @@ const program = new Command('continuity')
 registerAnalyze(program);
 registerImport(program);
 registerReport(program);
+registerCanary(program);
 registerQuery(program);
 registerSql(program);
 registerHash(program);
