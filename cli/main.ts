@@ -4,6 +4,12 @@ import { registerHash } from './commands/hash.ts';
 import { registerQuery } from './commands/query.ts';
 import { registerReport } from './commands/report.ts';
 import { registerSql } from './commands/sql.ts';
+import { registerServe } from './commands/serve.ts';
+import { registerDrill } from './commands/drill.ts';
+import { registerConsumer } from './commands/consumer.ts';
+import { registerDev } from './commands/dev.ts';
+import { registerGateway } from './commands/gateway.ts';
+import { registerStatus } from './commands/status.ts';
 import { registerCanary } from './commands/canary.ts';
 import { reportError } from './context.ts';
 
@@ -20,6 +26,12 @@ registerCanary(program);
 registerQuery(program);
 registerSql(program);
 registerHash(program);
+registerServe(program);
+registerDrill(program);
+registerGateway(program);
+registerConsumer(program);
+registerStatus(program);
+registerDev(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -2,6 +2,12 @@ import { resolve } from 'node:path';
 import { z } from 'zod';
 import { ContinuityError } from './errors.ts';
 
+/** A Kafka topic name (the broker's own rule: 1–249 of `[A-Za-z0-9._-]`, not `.` or `..`). */
+const KafkaTopicName = z
+  .string()
+  .regex(/^[A-Za-z0-9._-]{1,249}$/, '1–249 characters of A-Z a-z 0-9 . _ -')
+  .refine((t) => t !== '.' && t !== '..', 'not . or ..');
+
 /**
  * Configuration, parsed once from the environment and command-line flags by
  * {@link loadConfig}, frozen, and passed down. Nothing else reads `process.env`.
@@ -16,6 +22,16 @@ import { ContinuityError } from './errors.ts';
  * - `CONTINUITY_MCP_PATHS`: comma-separated MCP endpoint paths for proxy inference
  *   (default: inferred from requests that carry `Mcp-Session-Id`/`Mcp-Protocol-Version`).
  * - `CONTINUITY_REMINT_WINDOW_S`: window for inferred re-mints (default 10 s).
+ * - `CONTINUITY_INGEST_TOKEN` / `--token`: bearer token (≥ 16 characters) the ingest
+ *   gateway (`continuity serve`, `continuity gateway`) requires; `serve` requires it on
+ *   its read API too (default: none, for a loopback-only server).
+ * - `KAFKA_BROKERS`: comma-separated `host:port` bootstrap list; when set, ingest runs
+ *   through Kafka (`continuity gateway` → topic → `continuity consumer`), otherwise
+ *   embedded. With it: `KAFKA_TOPIC` (default `mcp-continuity-events`),
+ *   `KAFKA_DLQ_TOPIC` (default `<topic>.dlq`), `KAFKA_PARTITIONS` (partitions the topic
+ *   is created with, default 6), `KAFKA_GROUP` (consumer group, default
+ *   `mcp-continuity-writer`), `KAFKA_MAX_MESSAGE_BYTES` (larger messages are
+ *   dead-lettered as `too_large`, default 1 MiB).
  */
 export const ConfigSchema = z.object({
   dataDir: z.string().min(1),
@@ -34,15 +50,31 @@ export const ConfigSchema = z.object({
   retentionDays: z.coerce.number().int().min(0).max(36_500).default(90),
   mcpPaths: z.array(z.string().startsWith('/')).default([]),
   remintWindowS: z.coerce.number().positive().max(3600).default(10),
+  ingestToken: z.string().min(16, 'at least 16 characters').max(512).optional(),
+  kafka: z
+    .object({
+      brokers: z.array(z.string().regex(/^[^\s:,]+:\d{1,5}$/, 'host:port')).min(1),
+      topic: KafkaTopicName.default('mcp-continuity-events'),
+      dlqTopic: KafkaTopicName.optional(),
+      partitions: z.coerce.number().int().min(1).max(10_000).default(6),
+      group: z.string().min(1).max(249).default('mcp-continuity-writer'),
+      maxMessageBytes: z.coerce.number().int().min(1024).max(1 << 30).default(1 << 20),
+    })
+    .transform((k) => ({ ...k, dlqTopic: k.dlqTopic ?? `${k.topic}.dlq` }))
+    .optional(),
 });
 
 export type Config = Readonly<z.infer<typeof ConfigSchema>>;
+
+/** The Kafka part of {@link Config} (present when `KAFKA_BROKERS` is set). */
+export type KafkaConfig = Readonly<NonNullable<z.infer<typeof ConfigSchema>['kafka']>>;
 
 /** Flags that override the environment; `undefined` means "not given". */
 export interface ConfigFlags {
   dataDir?: string | undefined;
   remintWindowS?: number | string | undefined;
   mcpPaths?: string[] | undefined;
+  ingestToken?: string | undefined;
 }
 
 /**
@@ -66,6 +98,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, flags: ConfigFl
       flags.mcpPaths ??
       (env.CONTINUITY_MCP_PATHS ? env.CONTINUITY_MCP_PATHS.split(',').map((p) => p.trim()).filter(Boolean) : undefined),
     remintWindowS: flags.remintWindowS ?? env.CONTINUITY_REMINT_WINDOW_S,
+    ingestToken: flags.ingestToken ?? (env.CONTINUITY_INGEST_TOKEN || undefined),
+    kafka: env.KAFKA_BROKERS?.trim()
+      ? {
+          brokers: env.KAFKA_BROKERS.split(',').map((b) => b.trim()).filter(Boolean),
+          topic: env.KAFKA_TOPIC || undefined,
+          dlqTopic: env.KAFKA_DLQ_TOPIC || undefined,
+          partitions: env.KAFKA_PARTITIONS || undefined,
+          group: env.KAFKA_GROUP || undefined,
+          maxMessageBytes: env.KAFKA_MAX_MESSAGE_BYTES || undefined,
+        }
+      : undefined,
   };
   const parsed = ConfigSchema.safeParse(raw);
   if (!parsed.success) {
@@ -76,8 +119,19 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, flags: ConfigFl
       retentionDays: 'CONTINUITY_RETENTION_DAYS',
       mcpPaths: 'CONTINUITY_MCP_PATHS',
       remintWindowS: 'CONTINUITY_REMINT_WINDOW_S/--remint-window',
+      ingestToken: 'CONTINUITY_INGEST_TOKEN/--token',
     };
-    const issues = parsed.error.issues.map((i) => `${names[String(i.path[0])] ?? i.path.join('.')}: ${i.message}`);
+    const kafkaNames: Record<string, string> = {
+      brokers: 'KAFKA_BROKERS',
+      topic: 'KAFKA_TOPIC',
+      dlqTopic: 'KAFKA_DLQ_TOPIC',
+      partitions: 'KAFKA_PARTITIONS',
+      group: 'KAFKA_GROUP',
+      maxMessageBytes: 'KAFKA_MAX_MESSAGE_BYTES',
+    };
+    const name = (path: PropertyKey[]): string =>
+      path[0] === 'kafka' ? (kafkaNames[String(path[1])] ?? 'KAFKA_*') : (names[String(path[0])] ?? path.join('.'));
+    const issues = parsed.error.issues.map((i) => `${name(i.path)}: ${i.message}`);
     throw new ContinuityError('CONT_ERR_CONFIG', issues.join('; '), { details: { issues } });
   }
   return deepFreeze(parsed.data);

@@ -119,6 +119,18 @@ export const ERROR_CODES = {
     httpStatus: 503,
     fix: 'Retry after the Retry-After delay; check the store (embedded) or Kafka (production) is up.',
   },
+  CONT_ERR_DRILL_SETUP: {
+    message: 'the restart drill could not run one of its programs',
+    retriable: false,
+    httpStatus: 500,
+    fix: 'Install Caddy (`apt-get install -y caddy`), check that `node --import tsx drill/mcp-server.ts` starts, and read the program output quoted in the message.',
+  },
+  CONT_ERR_KAFKA_UNAVAILABLE: {
+    message: 'the Kafka cluster cannot be reached',
+    retriable: true,
+    httpStatus: 503,
+    fix: 'Check KAFKA_BROKERS and that the brokers are up (`continuity dev kafka status` for the local one); the consumer and gateway retry on their own.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

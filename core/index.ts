@@ -1,7 +1,9 @@
 /** Cross-cutting pieces: configuration, coded errors, keyed hashing. */
 export { loadConfig, ConfigSchema } from './config.ts';
-export type { Config, ConfigFlags } from './config.ts';
+export type { Config, ConfigFlags, KafkaConfig } from './config.ts';
 export { ContinuityError, ERROR_CODES, isContinuityError, renderErrorDocs } from './errors.ts';
 export type { ErrorCode, ErrorSpec } from './errors.ts';
 export { createKeyedHasher, hasherForConfig, loadOrCreateKeyFile } from './hash.ts';
 export type { KeyedHasher } from './hash.ts';
+export { retry } from './retry.ts';
+export type { RetryOptions } from './retry.ts';

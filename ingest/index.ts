@@ -1,5 +1,20 @@
-/** Ingest: the batching writer and its sinks (gateway, transport and consumer come later). */
+/** Ingest: the gateway, the transports (in-process, Kafka), the Kafka consumer, the batching writer and its sinks. */
 export { createBatchWriter } from './writer/batch-writer.ts';
 export type { BatchSink, BatchWriter, BatchWriterOptions, BatchWriterStats, SinkResult } from './writer/batch-writer.ts';
 export { contentToken, createStoreSink } from './writer/store-sink.ts';
 export type { StoreSink, StoreSinkOptions, StoreSinkStats } from './writer/store-sink.ts';
+export { createGateway } from './gateway/app.ts';
+export type { EventSink, GatewayOptions, GatewayStats, OtlpRecordMapper, RejectedRecord } from './gateway/app.ts';
+export { mapOtlpRecord } from './gateway/otlp-map.ts';
+export { createInProcessTransport } from './transport/in-process.ts';
+export type { InProcessTransport, InProcessTransportOptions } from './transport/in-process.ts';
+export { createKafka, ensureTopics } from './transport/kafka.ts';
+export type { KafkaClientOptions, KafkaLogLevel } from './transport/kafka.ts';
+export { createKafkaProducerSink } from './transport/kafka-producer.ts';
+export type { KafkaProducerSink, KafkaProducerSinkOptions, KafkaProducerStats } from './transport/kafka-producer.ts';
+export { createKafkaConsumer, encodeCommitMetadata, parseCommitMetadata } from './consumer/runner.ts';
+export type { CommitRecord, ConsumerEvent, ConsumerMetrics, KafkaConsumer, KafkaConsumerOptions, PartitionProgress } from './consumer/runner.ts';
+export { dedupToken, runBatch, prepare as prepareBatch } from './consumer/pipeline.ts';
+export type { DeadLetterReason, DropReason, InputMessage, MessageRange, Outcome, PreparedBatch } from './consumer/pipeline.ts';
+export { fetchConsumerLag } from './consumer/lag.ts';
+export type { ConsumerLag, PartitionLag } from './consumer/lag.ts';

@@ -1,4 +1,5 @@
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import { EventEmitter } from 'node:events';
+import { ServerResponse, type IncomingMessage } from 'node:http';
 import { hostname } from 'node:os';
 import type { Logger } from '@opentelemetry/api-logs';
 import { resourceFromAttributes } from '@opentelemetry/resources';
@@ -246,6 +247,11 @@ interface Exchange {
   cancelled: boolean;
   principalKey: string;
   requestIdKey: string;
+  /** The methods the taps replaced (called through, unchanged). */
+  originalEmit: IncomingMessage['emit'] | undefined;
+  originalWriteHead: ServerResponse['writeHead'] | undefined;
+  originalWrite: ServerResponse['write'] | undefined;
+  originalEnd: ServerResponse['end'] | undefined;
 }
 
 /** Insertion-ordered map that forgets its oldest entry when full. */
@@ -471,7 +477,11 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   const logger: Logger = provider.getLogger(INSTRUMENTATION_SCOPE, CONTRACT_VERSION);
 
   let state: 'running' | 'draining' | 'closed' = 'running';
-  const exchanges = new WeakMap<IncomingMessage, Exchange>();
+  // Each observed request and response carries its exchange under a symbol of
+  // this collector (cheaper than a WeakMap, whose entries the GC must visit).
+  const EXCHANGE: unique symbol = Symbol('mcp-continuity exchange');
+  type Tapped = { [EXCHANGE]?: Exchange };
+  const exchangeOf = (req: IncomingMessage): Exchange | undefined => (req as Tapped)[EXCHANGE];
   const open = new Set<Exchange>();
   const byArrival = new Map<string, Exchange>();
   const byRequestId = new Map<string, Exchange>();
@@ -704,52 +714,90 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     checkDrain();
   };
 
+  // The taps are shared functions (one per collector, not per request): each
+  // finds its exchange on the object it is called on, so observing a request
+  // allocates no closures. They pass every argument through unchanged.
+  const tappedEmit = function (this: IncomingMessage, event: string | symbol, chunk?: unknown): boolean {
+    const ex = (this as Tapped)[EXCHANGE];
+    if (ex && !ex.arrivalEmitted && ex.reqTap) {
+      // Observing 'data' through emit sees every chunk whoever reads the stream
+      // (listeners, read(), Readable.toWeb) without changing its flowing mode.
+      try {
+        if (event === 'data') {
+          ex.reqTap.write(chunk, this.readableEncoding ?? undefined);
+          if (ex.reqTap.truncated) finishRequestBody(ex);
+        } else if (event === 'end') finishRequestBody(ex);
+      } catch (err) {
+        internal(err);
+      }
+    }
+    return ((ex?.originalEmit ?? EventEmitter.prototype.emit) as (...a: unknown[]) => boolean).apply(this, arguments as unknown as unknown[]);
+  };
+  const tappedWriteHead = function (this: ServerResponse): ServerResponse {
+    const ex = (this as Tapped)[EXCHANGE];
+    if (ex) {
+      try {
+        onHead(ex, arguments as unknown as unknown[]);
+      } catch (err) {
+        internal(err);
+      }
+    }
+    return ((ex?.originalWriteHead ?? ServerResponse.prototype.writeHead) as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
+  };
+  const tappedWrite = function (this: ServerResponse, chunk?: unknown, encoding?: unknown): boolean {
+    const ex = (this as Tapped)[EXCHANGE];
+    if (ex) {
+      try {
+        onBody(ex, chunk, encoding);
+      } catch (err) {
+        internal(err);
+      }
+    }
+    return ((ex?.originalWrite ?? ServerResponse.prototype.write) as (...a: unknown[]) => boolean).apply(this, arguments as unknown as unknown[]);
+  };
+  const tappedEnd = function (this: ServerResponse, chunk?: unknown, encoding?: unknown): ServerResponse {
+    const ex = (this as Tapped)[EXCHANGE];
+    if (ex) {
+      try {
+        onBody(ex, chunk, encoding);
+      } catch (err) {
+        internal(err);
+      }
+    }
+    return ((ex?.originalEnd ?? ServerResponse.prototype.end) as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
+  };
+  function onFinish(this: ServerResponse): void {
+    const ex = (this as Tapped)[EXCHANGE];
+    if (ex) settle(ex, true);
+  }
+  function onClose(this: ServerResponse): void {
+    const ex = (this as Tapped)[EXCHANGE];
+    if (ex) settle(ex, this.writableFinished);
+  }
+
   const tapRequest = (ex: Exchange) => {
     const req = ex.req;
-    const tap = new JsonBodyTap(maxInspectBytes);
-    ex.reqTap = tap;
-    const original = req.emit;
-    // Observing 'data' through emit sees every chunk whoever reads the stream
-    // (listeners, read(), Readable.toWeb) without changing its flowing mode.
-    req.emit = function (this: IncomingMessage, event: string | symbol, ...args: unknown[]): boolean {
-      if (!ex.arrivalEmitted) {
-        try {
-          if (event === 'data') {
-            tap.write(args[0], req.readableEncoding ?? undefined);
-            if (tap.truncated) finishRequestBody(ex);
-          } else if (event === 'end') finishRequestBody(ex);
-        } catch (err) {
-          internal(err);
-        }
-      }
-      return original.call(this, event, ...args);
-    } as IncomingMessage['emit'];
+    ex.reqTap = new JsonBodyTap(maxInspectBytes);
+    ex.originalEmit = req.emit;
+    req.emit = tappedEmit as IncomingMessage['emit'];
   };
 
   const tapResponse = (ex: Exchange) => {
     const res = ex.res;
-    const writeHead = res.writeHead as unknown as (...args: unknown[]) => ServerResponse;
-    const write = res.write as unknown as (...args: unknown[]) => boolean;
-    const end = res.end as unknown as (...args: unknown[]) => ServerResponse;
-    res.writeHead = function (this: ServerResponse, ...args: unknown[]) {
-      guard(() => onHead(ex, args));
-      return writeHead.apply(this, args);
-    } as unknown as ServerResponse['writeHead'];
-    res.write = function (this: ServerResponse, ...args: unknown[]) {
-      guard(() => onBody(ex, args[0], args[1]));
-      return write.apply(this, args);
-    } as unknown as ServerResponse['write'];
-    res.end = function (this: ServerResponse, ...args: unknown[]) {
-      guard(() => onBody(ex, args[0], args[1]));
-      return end.apply(this, args);
-    } as unknown as ServerResponse['end'];
-    res.once('finish', () => settle(ex, true));
-    res.once('close', () => settle(ex, res.writableFinished));
+    ex.originalWriteHead = res.writeHead;
+    ex.originalWrite = res.write;
+    ex.originalEnd = res.end;
+    (res as Tapped)[EXCHANGE] = ex;
+    res.writeHead = tappedWriteHead as unknown as ServerResponse['writeHead'];
+    res.write = tappedWrite as unknown as ServerResponse['write'];
+    res.end = tappedEnd as unknown as ServerResponse['end'];
+    res.once('finish', onFinish);
+    res.once('close', onClose);
   };
 
   const observe = (req: IncomingMessage, res: ServerResponse) => {
     guard(() => {
-      if (state === 'closed' || exchanges.has(req) || res.headersSent) return;
+      if (state === 'closed' || exchangeOf(req) !== undefined || res.headersSent) return;
       if (include && !include(req)) return;
       const h = req.headers;
       const rawSession = header(h['mcp-session-id']);
@@ -785,8 +833,12 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
         cancelled: false,
         principalKey: '',
         requestIdKey: '',
+        originalEmit: undefined,
+        originalWriteHead: undefined,
+        originalWrite: undefined,
+        originalEnd: undefined,
       };
-      exchanges.set(req, ex);
+      (req as Tapped)[EXCHANGE] = ex;
       open.add(ex);
       byArrival.set(ex.arrivalId, ex);
       tapResponse(ex);
@@ -805,7 +857,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
 
   const supplyBody = (req: IncomingMessage, body: unknown) => {
     guard(() => {
-      const ex = exchanges.get(req);
+      const ex = exchangeOf(req);
       if (!ex || ex.arrivalEmitted) return;
       useSummary(ex, body);
       emitArrival(ex);
@@ -814,7 +866,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
 
   const annotate = (req: IncomingMessage, annotation: RequestAnnotation) => {
     guard(() => {
-      const ex = exchanges.get(req);
+      const ex = exchangeOf(req);
       const a = AnnotationSchema.safeParse(annotation);
       if (!a.success) {
         rejectedCalls += 1;
@@ -854,7 +906,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
         return;
       }
       const i = p.data;
-      const ex = i.arrivalId ? byArrival.get(i.arrivalId) : input.req ? exchanges.get(input.req) : undefined;
+      const ex = i.arrivalId ? byArrival.get(i.arrivalId) : input.req ? exchangeOf(input.req) : undefined;
       const stale = hash(i.staleSessionId);
       const replacement = hash(i.replacementSessionId);
       if (ex && i.outcome !== 'failed' && !ex.annotation.sessionResolution) {
@@ -1059,7 +1111,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     observe,
     supplyBody,
     arrivalIdOf(req) {
-      return exchanges.get(req)?.arrivalId;
+      return exchangeOf(req)?.arrivalId;
     },
     annotate,
     recordRemint,

@@ -98,17 +98,32 @@ const NOT_ATTRIBUTES = new Set(['event_type', 'ts', 'attrs', ...Object.keys(RESO
  */
 export function eventAttributes(event: Readonly<Record<string, unknown>>): Record<string, AttributeValue> {
   const out: Record<string, AttributeValue> = {};
-  for (const [field, value] of Object.entries(event)) {
-    if (NOT_ATTRIBUTES.has(field) || value === undefined || value === '') continue;
-    if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') out[attributeForField(field)] = value;
+  // for…in and a memoized name: this runs for every record on the request path.
+  for (const field in event) {
+    const value = event[field];
+    if (value === undefined || value === '' || NOT_ATTRIBUTES.has(field)) continue;
+    if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') out[attributeName(field)] = value;
   }
   const attrs = event.attrs;
   if (typeof attrs === 'object' && attrs !== null) {
-    for (const [k, v] of Object.entries(attrs as Record<string, unknown>)) {
+    for (const k in attrs) {
+      const v = (attrs as Record<string, unknown>)[k];
       if (typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') out[k] = v;
     }
   }
   return out;
+}
+
+const attributeNames = new Map<string, string>();
+
+/** {@link attributeForField}, memoized (contract field names are a small fixed set). */
+function attributeName(field: string): string {
+  let name = attributeNames.get(field);
+  if (name === undefined) {
+    name = attributeForField(field);
+    if (attributeNames.size < 1024) attributeNames.set(field, name);
+  }
+  return name;
 }
 
 /**

@@ -1,0 +1,164 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NAMED_QUERIES } from '../queries/index.ts';
+import { proxyEvents, repeat, type FixtureRequest } from '../test/fixtures/proxy-scenario.ts';
+import { openTestStore, type TestStore } from '../test/helpers/store.ts';
+import { createContinuityServer, type ContinuityServer } from './index.ts';
+
+// The read API of `continuity serve` on the same fastify instance as the ingest
+// gateway, against a real store: events go in through POST /v1/events and come
+// back out through /api.
+
+const TOKEN = 'api-test-token-0123456789';
+const auth = { authorization: `Bearer ${TOKEN}` };
+const SERVICE = 'api-s1';
+let t: TestStore;
+let server: ContinuityServer;
+
+/** S1 of SCENARIOS.md: a session with 2xx, a restart, then 5 refused misses it never recovers from. */
+function s1(): FixtureRequest[] {
+  return [
+    { at: 0, status: 200, minted: 'A' },
+    { at: 0.02, status: 202, sid: 'A' },
+    ...repeat(3, 1, 1, (at) => ({ at, status: 200, sid: 'A', minted: 'A' })),
+    ...repeat(5, 60, 1, (at) => ({ at, status: 404, sid: 'A' })),
+  ];
+}
+
+beforeAll(async () => {
+  t = await openTestStore('api');
+  server = await createContinuityServer({ store: t.store, bearerToken: TOKEN, transport: { flushIntervalMs: 20 } });
+  const events = proxyEvents(s1()).map((e) => ({ ...e, service: SERVICE }));
+  const res = await server.app.inject({ method: 'POST', url: '/v1/events', headers: auth, payload: events });
+  expect(res.json()).toEqual({ accepted: events.length });
+  await server.transport.flush();
+});
+afterAll(async () => {
+  await server?.shutdown();
+  await t?.close();
+});
+
+const get = (url: string, headers: Record<string, string> = auth) => server.app.inject({ method: 'GET', url, headers });
+const sql = (payload: unknown) => server.app.inject({ method: 'POST', url: '/api/sql', headers: auth, payload: payload as Record<string, unknown> });
+
+describe('GET /api/queries', () => {
+  it('lists every named query with its parameters and row shape', async () => {
+    const res = await get('/api/queries');
+    expect(res.statusCode).toBe(200);
+    const { queries } = res.json() as { queries: Array<{ name: string; params: Record<string, string>; columns: Record<string, string> }> };
+    expect(queries.map((q) => q.name).sort()).toEqual(Object.keys(NAMED_QUERIES).sort());
+    const restarts = queries.find((q) => q.name === 'restarts')!;
+    expect(restarts.params).toMatchObject({ t_from: 'DateTime64(6)', service: 'String', mcp_paths: 'Array(String)' });
+    expect(restarts.columns).toMatchObject({ source: 'String', proxy_5xx: 'UInt64' });
+  });
+});
+
+describe('GET /api/queries/:name', () => {
+  it('runs the named query with bound parameters and returns JSON rows', async () => {
+    const res = await get(`/api/queries/refused_misses?service=${SERVICE}&window_s=5`);
+    expect(res.statusCode).toBe(200);
+    const body = res.json() as { query: string; params: Record<string, unknown>; rows: Array<Record<string, unknown>> };
+    expect(body.query).toBe('refused_misses');
+    expect(body.params).toMatchObject({ service: SERVICE, window_s: 5 });
+    const misses = body.rows.reduce((n, r) => n + Number(r.misses), 0);
+    expect(misses).toBe(5);
+    expect(body.rows.every((r) => r.reason === 'unknown_after_boot')).toBe(true);
+  });
+
+  it('takes array parameters repeated or comma-separated', async () => {
+    const repeated = await get(`/api/queries/restarts?service=${SERVICE}&mcp_paths=/mcp&mcp_paths=/other`);
+    const commas = await get(`/api/queries/restarts?service=${SERVICE}&mcp_paths=/mcp,/other`);
+    expect(repeated.statusCode).toBe(200);
+    expect(repeated.json().params.mcp_paths).toEqual(['/mcp', '/other']);
+    expect(commas.json().rows).toEqual(repeated.json().rows);
+    expect(repeated.json().rows.length).toBeGreaterThan(0);
+  });
+
+  it('answers a bad parameter with 400 and the coded error', async () => {
+    const res = await get('/api/queries/refused_misses?window_s=soon');
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_QUERY_PARAM', fix: expect.any(String) });
+    const unknown = await get('/api/queries/restarts?colour=blue');
+    expect(unknown.statusCode).toBe(400);
+    expect(unknown.json()).toMatchObject({ code: 'CONT_ERR_QUERY_PARAM', message: expect.stringContaining('colour') });
+  });
+
+  it('answers an unknown query with 404 CONT_ERR_QUERY_UNKNOWN', async () => {
+    const res = await get('/api/queries/no_such_query');
+    expect(res.statusCode).toBe(404);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_QUERY_UNKNOWN' });
+  });
+});
+
+describe('GET /api/report', () => {
+  it('returns the continuity report for the range and filters', async () => {
+    const res = await get(`/api/report?service=${SERVICE}`);
+    expect(res.statusCode).toBe(200);
+    const report = res.json();
+    expect(report.range.service).toBe(SERVICE);
+    expect(report.refused_misses).toMatchObject({ total: 5, by_reason: { unknown_after_boot: 5 } });
+    expect(report.sessions.unrecovered_stale).toBe(1);
+    expect(report.findings.length).toBeGreaterThan(0);
+  });
+
+  it('refuses parameters no query takes', async () => {
+    const res = await get('/api/report?servise=x');
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_QUERY_PARAM' });
+  });
+});
+
+describe('POST /api/sql', () => {
+  it('runs one read-only statement and answers in ClickHouse JSON by default', async () => {
+    const res = await sql({ sql: `SELECT event_type, count() AS n FROM events WHERE service = '${SERVICE}' GROUP BY event_type` });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^application\/json/);
+    const body = res.json() as { data: Array<{ event_type: string; n: string | number }>; rows: number };
+    expect(body.data).toEqual([{ event_type: 'proxy_access', n: expect.anything() }]);
+    expect(Number(body.data[0]!.n)).toBe(10);
+  });
+
+  it('honours format and max_rows', async () => {
+    const res = await sql({ sql: 'SELECT number FROM system.numbers', format: 'csv', max_rows: 3, timeout_s: 5 });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/csv/);
+    expect(res.body.trim().split(/\r?\n/)).toEqual(['"number"', '0', '1', '2']);
+  });
+
+  it('refuses writes with 403 CONT_ERR_READONLY and leaves the data alone', async () => {
+    for (const statement of [`INSERT INTO events (event_id) VALUES (generateUUIDv4())`, 'DROP TABLE events', 'SELECT 1; DROP TABLE events']) {
+      const res = await sql({ sql: statement });
+      expect(res.statusCode, statement).toBe(statement.startsWith('SELECT 1;') ? 400 : 403);
+      expect(res.json().code, statement).toMatch(/^CONT_ERR_(READONLY|STORE_QUERY)$/);
+    }
+    const readonlyInsert = await sql({ sql: `INSERT INTO events (event_id) VALUES (generateUUIDv4())` });
+    expect(readonlyInsert.json().code).toBe('CONT_ERR_READONLY');
+    const [row] = await t.store.query<{ n: number }>('SELECT count() AS n FROM events');
+    expect(row!.n).toBe(10);
+  });
+
+  it('answers a rejected statement with 400 CONT_ERR_STORE_QUERY and a bad body with 400 CONT_ERR_BAD_REQUEST', async () => {
+    const bad = await sql({ sql: 'SELEC 1' });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().code).toBe('CONT_ERR_STORE_QUERY');
+    for (const body of [{}, { sql: 'SELECT 1', format: 'xml' }, { sql: 'SELECT 1', max_rows: 0 }, { sql: 'SELECT 1', extra: true }]) {
+      const res = await sql(body);
+      expect(res.statusCode, JSON.stringify(body)).toBe(400);
+      expect(res.json().code).toBe('CONT_ERR_BAD_REQUEST');
+    }
+  });
+});
+
+describe('authentication', () => {
+  it('requires the bearer token on the read API as on the ingest routes', async () => {
+    for (const url of ['/api/queries', '/api/report', '/api/queries/restarts']) {
+      const res = await get(url, {});
+      expect(res.statusCode, url).toBe(401);
+      expect(res.json().code).toBe('CONT_ERR_UNAUTHORIZED');
+      expect(res.headers['www-authenticate']).toMatch(/^Bearer /);
+    }
+    const wrong = await get('/api/queries', { authorization: 'Bearer wrong-token-0123456789abc' });
+    expect(wrong.statusCode).toBe(401);
+    const ingest = await server.app.inject({ method: 'POST', url: '/v1/events', payload: [] });
+    expect(ingest.statusCode).toBe(401);
+  });
+});

@@ -1,0 +1,126 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
+import { z } from 'zod';
+import { ContinuityError, isContinuityError } from '../core/index.ts';
+import { NAMED_QUERIES, bindParams, getQuery, runQuery } from '../queries/index.ts';
+import { buildContinuityReport } from '../reports/index.ts';
+import type { Store } from '../store/index.ts';
+
+/** Options of {@link apiRoutes}. */
+export interface ApiOptions {
+  /** The store every route reads (the process that owns it serves it). */
+  store: Store;
+  /** When set, every route requires `Authorization: Bearer <token>` (the same token as the ingest routes). */
+  bearerToken?: string | undefined;
+}
+
+/**
+ * `POST /api/sql` output formats: name → ClickHouse output format and the
+ * response content type. `json` is ClickHouse's `JSON` format
+ * (`{ meta, data, rows, statistics }`; 64-bit integers are quoted).
+ */
+export const SQL_FORMATS = {
+  json: { format: 'JSON', contentType: 'application/json; charset=utf-8' },
+  jsonl: { format: 'JSONEachRow', contentType: 'application/x-ndjson; charset=utf-8' },
+  csv: { format: 'CSVWithNames', contentType: 'text/csv; charset=utf-8' },
+  tsv: { format: 'TSVWithNames', contentType: 'text/tab-separated-values; charset=utf-8' },
+  table: { format: 'PrettyCompactMonoBlock', contentType: 'text/plain; charset=utf-8' },
+  arrow: { format: 'ArrowStream', contentType: 'application/vnd.apache.arrow.stream' },
+} as const;
+
+/** Body of `POST /api/sql`. */
+const SqlBody = z
+  .object({
+    sql: z.string().min(1).max(100_000),
+    format: z.enum(Object.keys(SQL_FORMATS) as [keyof typeof SQL_FORMATS, ...Array<keyof typeof SQL_FORMATS>]).default('json'),
+    max_rows: z.number().int().min(1).max(1_000_000).default(10_000),
+    timeout_s: z.number().min(1).max(600).default(30),
+  })
+  .strict();
+
+/** Parameters `GET /api/report` accepts: every parameter of the named queries it runs. */
+const REPORT_PARAMS = new Set(Object.values(NAMED_QUERIES).flatMap((q) => Object.keys(q.paramTypes)));
+
+/**
+ * The read API of `continuity serve` (DESIGN §2: while a long-running process owns
+ * the embedded data directory, other programs read the store through it). Register
+ * with a prefix: `app.register(apiRoutes, { prefix: '/api', store })`.
+ *
+ * - `GET /queries` → `{ queries: [{ name, description, params: {name: ClickHouse type}, columns: {name: ClickHouse type} }] }`
+ *   (queries/registry.ts `NAMED_QUERIES`).
+ * - `GET /queries/:name?param=value…` → `{ query, params, rows }`: the named query
+ *   with bound parameters (repeat a key, or use commas, for an array parameter);
+ *   times are UTC `YYYY-MM-DD hh:mm:ss.ffffff` strings, counts numbers.
+ *   Unknown name → 404 `CONT_ERR_QUERY_UNKNOWN`; bad or unknown parameter → 400
+ *   `CONT_ERR_QUERY_PARAM`.
+ * - `GET /report?param=value…` → the continuity report (reports/continuity.ts
+ *   `ContinuityReport`) over the given range and filters; unknown parameter → 400.
+ * - `POST /sql` with `{ sql, format?, max_rows?, timeout_s? }` → the output of one
+ *   read-only statement (`store.readOnly`: `readonly=1`, row and time limits) in
+ *   `format` (see {@link SQL_FORMATS}; default `json`). A write → 403
+ *   `CONT_ERR_READONLY`; a rejected statement → 400 `CONT_ERR_STORE_QUERY`; a bad
+ *   body → 400 `CONT_ERR_BAD_REQUEST`.
+ *
+ * Every error body is the coded error's JSON `{ code, message, fix, details }`
+ * with the registry's HTTP status (core/errors.ts). With `bearerToken`, a request
+ * without the token gets 401 `CONT_ERR_UNAUTHORIZED`.
+ */
+export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInstance, options: ApiOptions) => {
+  const { store } = options;
+  const token = options.bearerToken ? Buffer.from(`Bearer ${options.bearerToken}`) : undefined;
+
+  app.setErrorHandler((err: FastifyError | ContinuityError, _req, reply) => {
+    if (isContinuityError(err)) return sendError(reply, err);
+    const status = (err as FastifyError).statusCode;
+    if (status !== undefined && status < 500) return sendError(reply, new ContinuityError('CONT_ERR_BAD_REQUEST', err.message));
+    app.log.error(err);
+    return reply.status(500).send({ code: 'INTERNAL', message: 'internal error' });
+  });
+
+  if (token) {
+    app.addHook('onRequest', async (req) => {
+      const got = Buffer.from(req.headers.authorization ?? '');
+      if (got.length !== token.length || !timingSafeEqual(got, token)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
+    });
+  }
+
+  app.get('/queries', async () => ({
+    queries: Object.values(NAMED_QUERIES).map((q) => ({ name: q.name, description: q.description, params: q.paramTypes, columns: q.columns })),
+  }));
+
+  app.get<{ Params: { name: string }; Querystring: Record<string, string | string[]> }>('/queries/:name', async (req) => {
+    const q = getQuery(req.params.name);
+    const given = { ...req.query };
+    // Bound here too only to echo the values used (defaults applied); runQuery binds again.
+    const params = bindParams(q.name, given);
+    const rows = await runQuery(store, q.name, given);
+    return { query: q.name, params, rows };
+  });
+
+  app.get<{ Querystring: Record<string, string | string[]> }>('/report', async (req) => {
+    const params: Record<string, unknown> = { ...req.query };
+    const unknown = Object.keys(params).filter((k) => !REPORT_PARAMS.has(k));
+    if (unknown.length > 0) {
+      throw new ContinuityError('CONT_ERR_QUERY_PARAM', `the report takes no parameter ${unknown.join(', ')}; it takes ${[...REPORT_PARAMS].join(', ')}`);
+    }
+    return buildContinuityReport(store, params);
+  });
+
+  app.post('/sql', async (req, reply) => {
+    const parsed = SqlBody.safeParse(req.body);
+    if (!parsed.success) {
+      const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`);
+      throw new ContinuityError('CONT_ERR_BAD_REQUEST', `expected { sql, format?, max_rows?, timeout_s? }: ${issues.join('; ')}`, { details: { issues } });
+    }
+    const { sql, format, max_rows, timeout_s } = parsed.data;
+    const out = SQL_FORMATS[format];
+    const body = await store.readOnly(sql, { format: out.format, maxRows: max_rows, maxExecutionS: timeout_s });
+    return reply.header('content-type', out.contentType).send(body);
+  });
+};
+
+function sendError(reply: FastifyReply, err: ContinuityError): FastifyReply {
+  if (err.httpStatus === 503) reply.header('retry-after', '5');
+  if (err.code === 'CONT_ERR_UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="continuity-api"');
+  return reply.status(err.httpStatus).send(err.toJSON());
+}

@@ -1,0 +1,86 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import { createGateway, createInProcessTransport, mapOtlpRecord, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
+import type { Store } from '../store/index.ts';
+import { apiRoutes } from './routes.ts';
+
+/** Options of {@link createContinuityServer}. */
+export interface ContinuityServerOptions {
+  /** The migrated store: events are written to it and the read API reads it. The caller owns (and closes) it. */
+  store: Store;
+  /** Bearer token required on the ingest routes (`/v1/*`) and the read API (`/api/*`); none when unset. */
+  bearerToken?: string | undefined;
+  /** Batching of the in-process writer (rows per batch, flush interval). */
+  transport?: InProcessTransportOptions;
+  /** fastify's request logger (default off). */
+  logger?: boolean;
+}
+
+/** Where a listening server takes events and answers reads. */
+export interface ServerEndpoints {
+  /** Base URL, e.g. `http://127.0.0.1:4318`. */
+  base: string;
+  /** OTLP/HTTP logs endpoint (`OTEL_EXPORTER_OTLP_LOGS_ENDPOINT`). */
+  otlpLogs: string;
+  /** JSON contract events endpoint. */
+  events: string;
+  /** Read API root. */
+  api: string;
+}
+
+/** The one-process server of `continuity serve`. */
+export interface ContinuityServer {
+  readonly app: FastifyInstance;
+  readonly transport: InProcessTransport;
+  /** Starts listening; `port` 0 picks a free port. @returns the endpoints, with the port actually bound. */
+  listen(host: string, port: number): Promise<ServerEndpoints>;
+  /**
+   * Graceful shutdown, once (later calls return the same promise): stops accepting
+   * connections and waits for open requests (fastify `close`), then flushes the
+   * writer into the store. Does not close the store. Never rejects: a failed final
+   * write is returned as `error`.
+   */
+  shutdown(): Promise<{ error?: Error }>;
+}
+
+/**
+ * Builds embedded mode's single process (DESIGN §2): the ingest gateway (`POST
+ * /v1/logs` OTLP/HTTP, `POST /v1/events`, `/healthz`, `/readyz`) handing events
+ * to the in-process transport, which writes batches to `store`, plus the read API
+ * under `/api` (api/routes.ts) on the same fastify instance.
+ */
+export async function createContinuityServer(options: ContinuityServerOptions): Promise<ContinuityServer> {
+  const transport = createInProcessTransport(options.store, options.transport);
+  const { app } = await createGateway({ sink: transport, mapOtlpRecord, bearerToken: options.bearerToken, logger: options.logger ?? false });
+  await app.register(apiRoutes, { prefix: '/api', store: options.store, bearerToken: options.bearerToken });
+  let closing: Promise<{ error?: Error }> | undefined;
+  return {
+    app,
+    transport,
+    async listen(host, port) {
+      await app.listen({ host, port });
+      const bound = (app.server.address() as AddressInfo).port;
+      const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+      const base = `http://${shown}:${bound}`;
+      return { base, otlpLogs: `${base}/v1/logs`, events: `${base}/v1/events`, api: `${base}/api` };
+    },
+    shutdown() {
+      closing ??= (async () => {
+        let error: Error | undefined;
+        try {
+          await app.close();
+        } catch (err) {
+          error = err as Error;
+        }
+        try {
+          await transport.shutdown();
+        } catch (err) {
+          error ??= err as Error;
+        }
+        if (!error && transport.writer.error) error = transport.writer.error;
+        return error ? { error } : {};
+      })();
+      return closing;
+    },
+  };
+}

@@ -1,0 +1,246 @@
+/**
+ * Collector overhead benchmark:
+ * `npm run bench:collector [-- --pairs 10 --round-s 2 --clients 8 --sink null|gateway --cpu-prof <dir>]`.
+ *
+ * Two SDK MCP servers run as child processes (bench/collector-server.ts): one bare,
+ * one instrumented by collectors/mcp exporting OTLP/HTTP to a sink in this process
+ * on loopback — `null` (reads the body, answers `{}`: the collector's own cost
+ * only) or `gateway` (the real ingest gateway: decode, map, validate; events then
+ * discarded). `--clients` SDK `Client`s per server (each one session, one call at a
+ * time) call `tools/call echo` as fast as they can. Rounds alternate between the
+ * two servers (order swapped every pair, after one warm-up round each), so drift
+ * hits both alike.
+ *
+ * Per round: calls/s, the server process's CPU µs per call (user + system, from
+ * `process.cpuUsage`), and collector records per call. Printed at the end:
+ * `ratio` = median over pairs of (instrumented calls/s ÷ bare calls/s) — the goal
+ * is ≥ 0.97 — and `per_event_us` = median over pairs of (instrumented − bare CPU
+ * µs per call) ÷ records per call. The last line is one JSON object with those
+ * figures. `--cpu-prof <dir>` writes V8 CPU profiles of each server to `<dir>/bare` and `<dir>/collector` (to see
+ * where the time goes; profiling slows both servers alike).
+ *
+ * On a shared machine the calls/s of a round swing with other load; the CPU µs per
+ * call of the server process are steadier, so both are printed.
+ */
+import { fork, type ChildProcess } from 'node:child_process';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { FastifyInstance } from 'fastify';
+import { createGateway, mapOtlpRecord } from '../ingest/index.ts';
+
+const GOAL = 0.97;
+const SERVER = fileURLToPath(new URL('./collector-server.ts', import.meta.url));
+
+const { values: args } = parseArgs({
+  options: {
+    pairs: { type: 'string', default: '10' },
+    'round-s': { type: 'string', default: '2' },
+    clients: { type: 'string', default: '8' },
+    sink: { type: 'string', default: 'null' },
+    'cpu-prof': { type: 'string' },
+  },
+});
+const pairs = Math.max(5, Number(args.pairs));
+const roundMs = Number(args['round-s']) * 1000;
+const clientCount = Number(args.clients);
+if (args.sink !== 'null' && args.sink !== 'gateway') throw new Error('--sink must be null or gateway');
+
+interface Stats {
+  cpu_us: number;
+  gc_us: number;
+  emitted: number;
+  exported: number;
+  dropped: number;
+  failed: number;
+}
+
+interface Target {
+  name: 'bare' | 'collector';
+  child: ChildProcess;
+  clients: Client[];
+  stats(): Promise<Stats>;
+}
+
+interface Round {
+  target: 'bare' | 'collector';
+  calls: number;
+  rps: number;
+  cpu_us_per_call: number;
+  gc_us_per_call: number;
+  records_per_call: number;
+}
+
+/** A loopback OTLP/HTTP logs endpoint that reads and discards every body. */
+async function startNullSink(): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
+  let requests = 0;
+  const server: Server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      requests += 1;
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/logs`,
+    requests: () => requests,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
+
+/** The real ingest gateway with a sink that discards the validated events. */
+async function startGatewaySink(): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
+  const { app, stats }: { app: FastifyInstance; stats: { requests: number } } = await createGateway({
+    sink: { accept: async () => {}, ready: () => true },
+    mapOtlpRecord,
+  });
+  await app.listen({ host: '127.0.0.1', port: 0 });
+  return { url: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}/v1/logs`, requests: () => stats.requests, close: () => app.close() };
+}
+
+async function startTarget(name: Target['name'], otlpUrl: string): Promise<Target> {
+  const child = fork(SERVER, ['--collector', name === 'collector' ? 'on' : 'off', '--otlp', otlpUrl], {
+    // One directory per server: each process writes one profile per thread (tsx's loader runs in a worker).
+    execArgv: ['--import', 'tsx', ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', join(args['cpu-prof'], name)] : [])],
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('message', (m: { ready?: number }) => (m.ready ? resolve(m.ready) : reject(new Error(`unexpected ${JSON.stringify(m)}`))));
+    child.once('exit', (code) => reject(new Error(`${name} server exited (${code})`)));
+  });
+  const clients: Client[] = [];
+  for (let i = 0; i < clientCount; i++) {
+    const client = new Client({ name: `bench-${i}`, version: '1' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`http://127.0.0.1:${port}/mcp`)));
+    clients.push(client);
+  }
+  return {
+    name,
+    child,
+    clients,
+    stats: () =>
+      new Promise<Stats>((resolve) => {
+        const on = (m: { stats?: Stats }) => {
+          if (!m.stats) return;
+          child.off('message', on);
+          resolve(m.stats);
+        };
+        child.on('message', on);
+        child.send({ cmd: 'stats' });
+      }),
+  };
+}
+
+async function round(target: Target, ms: number): Promise<Round> {
+  const before = await target.stats();
+  let calls = 0;
+  let running = true;
+  const started = performance.now();
+  const stop = setTimeout(() => (running = false), ms);
+  await Promise.all(
+    target.clients.map(async (client, i) => {
+      let k = 0;
+      while (running) {
+        await client.callTool({ name: 'echo', arguments: { text: `c${i}-${k++}` } });
+        calls += 1;
+      }
+    }),
+  );
+  clearTimeout(stop);
+  const seconds = (performance.now() - started) / 1000;
+  const after = await target.stats();
+  return {
+    target: target.name,
+    calls,
+    rps: calls / seconds,
+    cpu_us_per_call: (after.cpu_us - before.cpu_us) / calls,
+    gc_us_per_call: (after.gc_us - before.gc_us) / calls,
+    records_per_call: (after.emitted - before.emitted) / calls,
+  };
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+const fmt = (x: number, d = 1) => x.toFixed(d);
+
+const sink = args.sink === 'gateway' ? await startGatewaySink() : await startNullSink();
+const targets: Target[] = [];
+try {
+  const bare = await startTarget('bare', sink.url);
+  targets.push(bare);
+  const instrumented = await startTarget('collector', sink.url);
+  targets.push(instrumented);
+  console.log(`collector bench: ${clientCount} SDK clients per server, ${pairs} pairs of ${roundMs / 1000} s rounds, sink ${args.sink}`);
+  for (const t of [bare, instrumented]) {
+    const w = await round(t, 2000);
+    console.log(`warm-up ${t.name.padEnd(9)} ${fmt(w.rps, 0)} calls/s`);
+  }
+  const rounds: Round[] = [];
+  const ratios: number[] = [];
+  const perEvent: number[] = [];
+  for (let p = 0; p < pairs; p++) {
+    const order = p % 2 === 0 ? [bare, instrumented] : [instrumented, bare];
+    const result: Partial<Record<Target['name'], Round>> = {};
+    for (const t of order) {
+      const r = await round(t, roundMs);
+      rounds.push(r);
+      result[t.name] = r;
+      console.log(`pair ${p + 1} ${r.target.padEnd(9)} ${fmt(r.rps, 0).padStart(6)} calls/s  ${fmt(r.cpu_us_per_call).padStart(7)} µs CPU/call  ${fmt(r.gc_us_per_call).padStart(6)} µs GC/call  ${fmt(r.records_per_call, 2)} records/call`);
+    }
+    const b = result.bare!;
+    const c = result.collector!;
+    ratios.push(c.rps / b.rps);
+    if (c.records_per_call > 0) perEvent.push((c.cpu_us_per_call - b.cpu_us_per_call) / c.records_per_call);
+  }
+  const of = (name: Target['name'], key: 'rps' | 'cpu_us_per_call' | 'gc_us_per_call' | 'records_per_call') => median(rounds.filter((r) => r.target === name).map((r) => r[key]));
+  const final = await instrumented.stats();
+  const summary = {
+    ratio: Number(fmt(median(ratios), 3)),
+    ratio_min: Number(fmt(Math.min(...ratios), 3)),
+    ratio_max: Number(fmt(Math.max(...ratios), 3)),
+    goal: GOAL,
+    pass: median(ratios) >= GOAL,
+    bare_calls_per_s: Number(fmt(of('bare', 'rps'), 0)),
+    collector_calls_per_s: Number(fmt(of('collector', 'rps'), 0)),
+    bare_cpu_us_per_call: Number(fmt(of('bare', 'cpu_us_per_call'))),
+    collector_cpu_us_per_call: Number(fmt(of('collector', 'cpu_us_per_call'))),
+    bare_gc_us_per_call: Number(fmt(of('bare', 'gc_us_per_call'))),
+    collector_gc_us_per_call: Number(fmt(of('collector', 'gc_us_per_call'))),
+    cpu_ratio: Number(fmt(of('bare', 'cpu_us_per_call') / of('collector', 'cpu_us_per_call'), 3)),
+    records_per_call: Number(fmt(of('collector', 'records_per_call'), 2)),
+    per_event_us: Number(fmt(median(perEvent), 2)),
+    records_exported: final.exported,
+    records_dropped: final.dropped,
+    records_failed: final.failed,
+    sink: args.sink,
+    sink_requests: sink.requests(),
+    clients: clientCount,
+    pairs,
+    round_s: roundMs / 1000,
+  };
+  console.log(
+    `median ratio ${summary.ratio} (goal ≥ ${GOAL}: ${summary.pass ? 'met' : 'missed'}); ` +
+      `server CPU per call ${summary.bare_cpu_us_per_call} → ${summary.collector_cpu_us_per_call} µs; ${summary.per_event_us} µs per record`,
+  );
+  console.log(JSON.stringify(summary));
+} finally {
+  for (const t of targets) {
+    await Promise.all(t.clients.map((c) => c.close().catch(() => {})));
+    if (t.child.exitCode !== null || t.child.signalCode !== null) continue;
+    // A disconnected server exits by itself (writing its CPU profile); kill it if it does not.
+    const exited = new Promise<void>((resolve) => t.child.once('exit', () => resolve()));
+    t.child.disconnect();
+    const timer = setTimeout(() => t.child.kill(), 5000);
+    await exited;
+    clearTimeout(timer);
+  }
+  await sink.close();
+}

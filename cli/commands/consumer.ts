@@ -1,0 +1,103 @@
+import { Option, type Command } from 'commander';
+import { createKafkaConsumer, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
+import { retry } from '../../core/index.ts';
+import { openMigratedStore } from '../../store/index.ts';
+import { configFrom } from '../context.ts';
+import { untilSignal } from '../signals.ts';
+import { requireKafka } from './gateway.ts';
+
+interface ConsumerFlags {
+  progress?: boolean;
+  sessionTimeout: string;
+  maxBatchRows: string;
+  fetchMaxWait: string;
+  concurrency: string;
+  logLevel: KafkaLogLevel;
+  faultCommitDelay: string;
+}
+
+function positiveInt(name: string, text: string): number {
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(text)}`);
+  return n;
+}
+
+/**
+ * `continuity consumer [--progress]`: the Kafka → store consumer (KAFKA_BROKERS) on the
+ * configured store; it owns the embedded data directory while it runs. Prints one JSON
+ * line per lifecycle event on stdout (with --progress also one per confirmed write,
+ * `written`, and one per committed batch, `batch`).
+ * While Kafka cannot be reached at start it waits, retrying with backoff (a `waiting`
+ * line per attempt). SIGINT/SIGTERM: finish and commit the batch being written, leave
+ * the group, close the store. Exits 1 when the consumer stops on a non-retriable error.
+ */
+export function registerConsumer(program: Command): void {
+  program
+    .command('consumer')
+    .description('run the Kafka → store consumer (needs KAFKA_BROKERS; owns the embedded data directory while it runs)')
+    .option('--progress', 'print one JSON line per committed batch')
+    .option('--session-timeout <ms>', 'consumer-group session timeout: how soon a dead consumer\'s partitions move', '30000')
+    .option('--max-batch-rows <n>', 'rows per write at most', '20000')
+    .option('--fetch-max-wait <ms>', 'longest wait for a fetch: the time bound of a batch', '500')
+    .option('--concurrency <n>', 'partitions processed at the same time', '1')
+    .option('--log-level <level>', 'kafkajs log level (stderr): nothing | error | warn | info | debug', 'nothing')
+    .addOption(new Option('--fault-commit-delay <ms>', 'fault tests only: wait between a confirmed write and its commit').default('0').hideHelp())
+    .action(async (flags: ConsumerFlags, cmd: Command) => {
+      const config = configFrom(cmd.optsWithGlobals());
+      const kafka = requireKafka(config, 'consumer');
+      const store = await openMigratedStore(config);
+      const line = (o: object): void => {
+        process.stdout.write(JSON.stringify(o) + '\n');
+      };
+      let fatal: ((e: ConsumerEvent) => void) | undefined;
+      const stopped = new Promise<ConsumerEvent>((resolve) => {
+        fatal = resolve;
+      });
+      const consumer = createKafkaConsumer({
+        kafka,
+        store,
+        logLevel: flags.logLevel,
+        sessionTimeoutMs: positiveInt('--session-timeout', flags.sessionTimeout),
+        maxBatchRows: positiveInt('--max-batch-rows', flags.maxBatchRows),
+        fetchMaxWaitMs: positiveInt('--fetch-max-wait', flags.fetchMaxWait),
+        partitionsConsumedConcurrently: positiveInt('--concurrency', flags.concurrency),
+        faultCommitDelayMs: Number(flags.faultCommitDelay) || 0,
+        onEvent: (e) => {
+          if ((e.type !== 'batch' && e.type !== 'written') || flags.progress) line({ event: e.type, ...e, type: undefined, at: new Date().toISOString() });
+          if (e.type === 'fatal') fatal?.(e);
+        },
+      });
+      let exitCode = 0;
+      const signal = untilSignal();
+      const aborted = new AbortController();
+      void signal.then(() => aborted.abort());
+      try {
+        // Kafka down at start: wait for it (with backoff) rather than exit.
+        const started = await retry(
+          () =>
+            consumer.start().catch((err: unknown) => {
+              line({ event: 'waiting', error: (err as Error).message, at: new Date().toISOString() });
+              throw err;
+            }),
+          { attempts: Number.POSITIVE_INFINITY, initialDelayMs: 500, maxDelayMs: 10_000, signal: aborted.signal },
+        ).then(
+          () => true,
+          (err: unknown) => {
+            if (aborted.signal.aborted) return false; // stopped while waiting for Kafka
+            throw err;
+          },
+        );
+        if (started) {
+          line({ event: 'started', pid: process.pid, store: `${store.mode} ${store.location}`, brokers: kafka.brokers, topic: kafka.topic, group: kafka.group, dlq: kafka.dlqTopic });
+          const why = await Promise.race([signal, stopped]);
+          if (typeof why === 'object') exitCode = 1;
+        }
+      } finally {
+        await consumer.shutdown();
+        await store.close();
+      }
+      const m = consumer.metrics;
+      line({ event: 'stopped', batches: m.batches, rows: m.rows, dead_letters: m.deadLetters, drops: m.drops, replays: m.replays, write_retries: m.writeRetries, fatal: m.fatal ?? null });
+      process.exitCode = exitCode;
+    });
+}

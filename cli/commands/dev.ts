@@ -1,0 +1,29 @@
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import type { Command } from 'commander';
+
+const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
+const script = fileURLToPath(new URL('../../scripts/kafka.sh', import.meta.url));
+
+/**
+ * `continuity dev kafka [start|stop|status]`: the local single-node Kafka broker of
+ * scripts/kafka.sh (docs/kafka.md), run from the repository root so its data stay in
+ * `.kafka/`. `start` prints the bootstrap address to use as KAFKA_BROKERS. The exit
+ * code is the script's (status: 0 running, 3 stopped).
+ */
+export function registerDev(program: Command): void {
+  const dev = program.command('dev').description('development helpers');
+  dev
+    .command('kafka')
+    .description('start, stop or check the local Kafka broker (scripts/kafka.sh)')
+    .argument('[action]', 'start | stop | status', 'status')
+    .action(async (action: string) => {
+      if (!['start', 'stop', 'status'].includes(action)) throw new Error(`action must be start, stop or status, got ${JSON.stringify(action)}`);
+      const code = await new Promise<number>((resolve, reject) => {
+        const child = spawn('bash', [script, action], { cwd: repoRoot, stdio: 'inherit' });
+        child.on('error', reject);
+        child.on('exit', (c, signal) => resolve(c ?? (signal ? 1 : 0)));
+      });
+      process.exitCode = code;
+    });
+}

@@ -1,0 +1,60 @@
+import type { Command } from 'commander';
+import { ContinuityError, type Config, type KafkaConfig } from '../../core/index.ts';
+import { createGateway, createKafkaProducerSink, mapOtlpRecord, type KafkaLogLevel } from '../../ingest/index.ts';
+import { configFrom } from '../context.ts';
+import { untilSignal } from '../signals.ts';
+
+/** The Kafka settings a Kafka-mode command needs. @throws ContinuityError CONT_ERR_CONFIG when KAFKA_BROKERS is unset. */
+export function requireKafka(config: Config, command: string): KafkaConfig {
+  if (!config.kafka) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `KAFKA_BROKERS: \`continuity ${command}\` needs a Kafka cluster (e.g. KAFKA_BROKERS=127.0.0.1:39092; \`continuity dev kafka start\` runs one)`);
+  }
+  return config.kafka;
+}
+
+/** Parses a TCP port flag (0 = any free port). @throws ContinuityError CONT_ERR_CONFIG */
+export function parsePort(text: string): number {
+  const port = Number(text);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new ContinuityError('CONT_ERR_CONFIG', `--port: not a TCP port: ${JSON.stringify(text)}`);
+  return port;
+}
+
+interface GatewayFlags {
+  host: string;
+  port: string;
+  token?: string;
+  logLevel: KafkaLogLevel;
+}
+
+/**
+ * `continuity gateway [--host 127.0.0.1] [--port 4318] [--token T]`: the ingest
+ * gateway (OTLP/HTTP logs, JSON events) producing to the Kafka topic (KAFKA_BROKERS).
+ * It answers 503 with Retry-After while Kafka cannot take events. SIGINT/SIGTERM:
+ * stop accepting, wait for Kafka's acknowledgements, exit.
+ */
+export function registerGateway(program: Command): void {
+  program
+    .command('gateway')
+    .description('run the ingest gateway in front of Kafka (needs KAFKA_BROKERS; the consumer writes to the store)')
+    .option('--host <host>', 'listen address', '127.0.0.1')
+    .option('--port <port>', 'TCP port (0: any free port)', '4318')
+    .option('--token <token>', 'bearer token the POST routes require (env CONTINUITY_INGEST_TOKEN)')
+    .option('--log-level <level>', 'kafkajs log level (stderr): nothing | error | warn | info | debug', 'nothing')
+    .action(async (flags: GatewayFlags, cmd: Command) => {
+      const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
+      const kafka = requireKafka(config, 'gateway');
+      const sink = createKafkaProducerSink({ kafka, logLevel: flags.logLevel });
+      await sink.start().catch((err: unknown) => {
+        process.stderr.write(`warning: ${(err as Error).message}; answering 503 until Kafka is back\n`);
+      });
+      const { app } = await createGateway({ sink, mapOtlpRecord, bearerToken: config.ingestToken });
+      const address = await app.listen({ host: flags.host, port: parsePort(flags.port) });
+      process.stdout.write(
+        `continuity gateway: listening on ${address} (POST /v1/logs, POST /v1/events) → Kafka ${kafka.brokers.join(',')} topic ${kafka.topic} (${kafka.partitions} partitions)\n`,
+      );
+      await untilSignal();
+      await app.close();
+      await sink.shutdown();
+      process.stdout.write(`continuity gateway: stopped; ${sink.stats.sentEvents} events sent, ${sink.stats.refusedEvents} refused with 503\n`);
+    });
+}

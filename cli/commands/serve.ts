@@ -1,0 +1,75 @@
+import type { Command } from 'commander';
+import { createContinuityServer, type ServerEndpoints } from '../../api/index.ts';
+import { ContinuityError } from '../../core/index.ts';
+import { openMigratedStore } from '../../store/index.ts';
+import { configFrom } from '../context.ts';
+import { untilSignal } from '../signals.ts';
+
+interface ServeFlags {
+  host: string;
+  port: string;
+  token?: string;
+}
+
+/** Parses a TCP port flag (0 = any free port). @throws ContinuityError CONT_ERR_CONFIG */
+function parsePort(text: string): number {
+  const port = Number(text);
+  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new ContinuityError('CONT_ERR_CONFIG', `--port: not a TCP port: ${JSON.stringify(text)}`);
+  return port;
+}
+
+function describe(e: ServerEndpoints, location: string, mode: string, token: boolean): string {
+  const owner = mode === 'embedded' ? ' (this process owns it: other commands read it through the API below)' : '';
+  return [
+    `continuity serve: store ${mode} ${location}${owner}`,
+    `listening on ${e.base}`,
+    `  POST ${e.otlpLogs}    OTLP/HTTP logs (protobuf or JSON, gzip ok)`,
+    `  POST ${e.events}  contract events as JSON`,
+    `  GET  ${e.api}/queries, ${e.api}/queries/<name>?param=value, ${e.api}/report; POST ${e.api}/sql`,
+    'OpenTelemetry exporters (and the MCP collector, otlp.url):',
+    `  OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=${e.otlpLogs}`,
+    '  OTEL_EXPORTER_OTLP_LOGS_PROTOCOL=http/protobuf   (http/json works too)',
+    ...(token ? ['  OTEL_EXPORTER_OTLP_LOGS_HEADERS=Authorization=Bearer%20<token>   (every route requires the token)'] : []),
+    'stop with Ctrl-C or SIGTERM (writes what was accepted, then closes the store)',
+    '',
+  ].join('\n');
+}
+
+/**
+ * `continuity serve [--host 127.0.0.1] [--port 4318] [--token T]`: the ingest
+ * gateway, the in-process writer and the read API in one process, on the
+ * configured store (embedded by default; the ClickHouse server when CLICKHOUSE_URL
+ * is set). One graceful shutdown on SIGINT/SIGTERM: stop accepting, flush the
+ * writer, close the store.
+ */
+export function registerServe(program: Command): void {
+  program
+    .command('serve')
+    .description('run the ingest gateway (OTLP/HTTP logs, JSON events), the store writer and the read API (/api) in one process')
+    .option('--host <host>', 'address to listen on', '127.0.0.1')
+    .option('--port <port>', 'TCP port (4318: the OTLP/HTTP default; 0: any free port)', '4318')
+    .option('--token <token>', 'bearer token every route requires (env CONTINUITY_INGEST_TOKEN)')
+    .action(async (flags: ServeFlags, cmd: Command) => {
+      const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
+      const port = parsePort(flags.port);
+      const store = await openMigratedStore(config);
+      const server = await createContinuityServer({ store, bearerToken: config.ingestToken });
+      const signal = untilSignal();
+      let endpoints: ServerEndpoints;
+      try {
+        endpoints = await server.listen(flags.host, port);
+      } catch (err) {
+        await server.shutdown();
+        await store.close();
+        throw err;
+      }
+      process.stdout.write(describe(endpoints, store.location, store.mode, config.ingestToken !== undefined));
+      const received = await signal;
+      process.stderr.write(`${received}: shutting down (no new requests; writing what was accepted)\n`);
+      const { error } = await server.shutdown();
+      const rows = server.transport.writer.stats;
+      await store.close();
+      process.stderr.write(`stopped: ${rows.rows} event(s) written this run${rows.dropped ? `, ${rows.dropped} lost` : ''}; store closed\n`);
+      if (error) throw error;
+    });
+}

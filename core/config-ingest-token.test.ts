@@ -1,0 +1,23 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfig } from './config.ts';
+import { isContinuityError } from './errors.ts';
+
+describe('ingest token (CONTINUITY_INGEST_TOKEN / --token)', () => {
+  it('is unset by default, read from the environment, and the flag wins', () => {
+    expect(loadConfig({}, { dataDir: '/tmp/x' }).ingestToken).toBeUndefined();
+    expect(loadConfig({ CONTINUITY_INGEST_TOKEN: 'env-token-0123456789' }, { dataDir: '/tmp/x' }).ingestToken).toBe('env-token-0123456789');
+    expect(loadConfig({ CONTINUITY_INGEST_TOKEN: 'env-token-0123456789' }, { dataDir: '/tmp/x', ingestToken: 'flag-token-0123456789' }).ingestToken).toBe('flag-token-0123456789');
+    expect(loadConfig({ CONTINUITY_INGEST_TOKEN: '' }, { dataDir: '/tmp/x' }).ingestToken).toBeUndefined();
+  });
+
+  it('refuses a short token at start with CONT_ERR_CONFIG naming the variable and the flag', () => {
+    let error: unknown;
+    try {
+      loadConfig({ CONTINUITY_INGEST_TOKEN: 'short' }, { dataDir: '/tmp/x' });
+    } catch (err) {
+      error = err;
+    }
+    expect(isContinuityError(error, 'CONT_ERR_CONFIG')).toBe(true);
+    expect((error as Error).message).toContain('CONTINUITY_INGEST_TOKEN/--token');
+  });
+});

@@ -1,0 +1,201 @@
+import { randomUUID } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { ContinuityError } from '../../core/errors.ts';
+import type { Store } from '../../store/index.ts';
+import { decode, dedupToken, enrich, prepare, runBatch, validate, type DeadLetter, type InputMessage, type MessageRange, type WriteTargets } from './pipeline.ts';
+import { encodeCommitMetadata, parseCommitMetadata } from './runner.ts';
+
+const NOW_MS = 1_796_000_000_000;
+const event = (extra: Record<string, unknown> = {}) => ({
+  event_id: randomUUID(),
+  event_type: 'boot',
+  ts: NOW_MS * 1000,
+  source: 'server',
+  service: 'unit',
+  ...extra,
+});
+const msg = (offset: number, value: unknown, timestampMs = NOW_MS): InputMessage => ({
+  offset: BigInt(offset),
+  key: null,
+  value: value === null ? null : Buffer.isBuffer(value) ? value : Buffer.from(typeof value === 'string' ? value : JSON.stringify(value)),
+  timestampMs,
+  headers: {},
+});
+const range = (messages: InputMessage[], topic = 'events-t'): MessageRange => ({
+  topic,
+  partition: 3,
+  first: messages[0]!.offset,
+  last: messages[messages.length - 1]!.offset,
+  messages,
+});
+
+describe('decode', () => {
+  it('dead-letters empty, oversized, non-UTF-8 and non-JSON values with their reason', () => {
+    expect(decode(msg(0, null), 100)).toMatchObject({ kind: 'dlq', reason: 'empty' });
+    expect(decode(msg(0, ''), 100)).toMatchObject({ kind: 'dlq', reason: 'empty' });
+    expect(decode(msg(0, 'x'.repeat(101)), 100)).toMatchObject({ kind: 'dlq', reason: 'too_large' });
+    expect(decode(msg(0, Buffer.from([0x7b, 0xff, 0xfe, 0x7d])), 100)).toMatchObject({ kind: 'dlq', reason: 'not_utf8' });
+    expect(decode(msg(0, '{"event_id": '), 100)).toMatchObject({ kind: 'dlq', reason: 'not_json' });
+  });
+  it('passes JSON through', () => {
+    expect(decode(msg(0, '{"a":1}'), 100)).toEqual({ kind: 'ok', value: { a: 1 } });
+  });
+});
+
+describe('validate', () => {
+  it('dead-letters a contract violation naming the field and rule', () => {
+    const out = validate({ ...event(), event_id: 'not-a-uuid' }, msg(0, '{}'));
+    expect(out).toMatchObject({ kind: 'dlq', reason: 'invalid_event' });
+    expect(out.kind === 'dlq' && out.detail).toMatch(/event_id/);
+  });
+  it('judges future timestamps by the record time, so a replay decides the same way', () => {
+    const e = event({ ts: (NOW_MS + 2 * 3_600_000) * 1000 });
+    expect(validate(e, msg(0, '{}', NOW_MS))).toMatchObject({ kind: 'dlq', reason: 'invalid_event' });
+    expect(validate(e, msg(0, '{}', NOW_MS + 3_600_000))).toMatchObject({ kind: 'ok' });
+  });
+});
+
+describe('enrich', () => {
+  it('drops a second copy of an event_id within the batch', () => {
+    const seen = new Set<string>();
+    const e = validate(event(), msg(0, '{}'));
+    if (e.kind !== 'ok') throw new Error('fixture');
+    expect(enrich(e.value, seen).kind).toBe('ok');
+    expect(enrich(e.value, seen)).toEqual({ kind: 'drop', reason: 'duplicate_in_batch' });
+  });
+});
+
+describe('prepare (decode → validate → enrich over a range)', () => {
+  it('splits a range into rows, dead letters and drops, with the range token', () => {
+    const dup = event();
+    const r = range([msg(10, event()), msg(11, 'nope'), msg(12, dup), msg(13, dup), msg(14, { event_type: 'boot' }), msg(15, event())]);
+    const b = prepare(r, { maxMessageBytes: 1 << 20 });
+    expect(b.token).toBe('events-t:3:10-15');
+    expect(b.rows).toHaveLength(3);
+    expect(b.rowMessages.map((m) => m.offset)).toEqual([10n, 12n, 15n]);
+    expect(b.deadLetters.map((d) => [d.message.offset, d.reason])).toEqual([
+      [11n, 'not_json'],
+      [14n, 'invalid_event'],
+    ]);
+    expect(b.drops).toEqual({ duplicate_in_batch: 1 });
+    // Rows are the validated events, defaults filled in (what the table receives).
+    expect(JSON.parse(b.rows[0]!)).toMatchObject({ event_type: 'boot', pid: 0, attrs: {} });
+  });
+  it('is deterministic: the same range prepares to the same rows', () => {
+    const r = range([msg(0, event()), msg(1, event({ extra_field: 'kept in attrs' }))]);
+    expect(prepare(r, { maxMessageBytes: 1 << 20 })).toEqual(prepare(r, { maxMessageBytes: 1 << 20 }));
+    expect(JSON.parse(prepare(r, { maxMessageBytes: 1 << 20 }).rows[1]!).attrs).toEqual({ extra_field: 'kept in attrs' });
+  });
+});
+
+describe('dedupToken', () => {
+  it('is topic:partition:first-last in the store token syntax', () => {
+    expect(dedupToken('mcp-continuity-events', 5, 100n, 199n)).toBe('mcp-continuity-events:5:100-199');
+    const long = dedupToken('t'.repeat(249), 5, 2n ** 62n, 2n ** 62n + 10n);
+    expect(long.length).toBeLessThanOrEqual(200);
+    expect(long).toMatch(/^[A-Za-z0-9:._\-/]{1,200}$/);
+    expect(long).not.toBe(dedupToken('u'.repeat(249), 5, 2n ** 62n, 2n ** 62n + 10n));
+  });
+});
+
+describe('commit metadata of the intent protocol', () => {
+  it('round-trips and ignores foreign metadata', () => {
+    const rec = { kind: 'intent', first: 17n, last: 4095n } as const;
+    expect(encodeCommitMetadata(rec)).toBe('continuity/1 intent 17-4095');
+    expect(parseCommitMetadata(encodeCommitMetadata(rec))).toEqual(rec);
+    expect(parseCommitMetadata('continuity/1 done 0-0')).toEqual({ kind: 'done', first: 0n, last: 0n });
+    expect(parseCommitMetadata('')).toBeUndefined();
+    expect(parseCommitMetadata(null)).toBeUndefined();
+    expect(parseCommitMetadata('continuity/1 intent 9-3')).toBeUndefined();
+    expect(parseCommitMetadata('some other tool')).toBeUndefined();
+  });
+});
+
+/** A store stand-in that records inserts and fails on demand (unit level: no engine). */
+function recordingTargets(failures: Array<'unavailable' | 'bad-row' | 'broken'> = [], badMarker = 'BAD') {
+  const inserts: Array<{ table: string; token: string | undefined; rows: number }> = [];
+  const published: DeadLetter[] = [];
+  const store = {
+    async insertJsonEachRow(table: string, body: string, options: { dedupToken?: string } = {}) {
+      const f = failures.shift();
+      if (f === 'unavailable') throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', 'down for the test');
+      if (f === 'broken') throw new ContinuityError('CONT_ERR_STORE_QUERY', 'Unknown table expression identifier (UNKNOWN_TABLE)');
+      if (table === 'events' && body.includes(badMarker)) {
+        throw new ContinuityError('CONT_ERR_STORE_QUERY', 'Cannot parse input: expected (CANNOT_PARSE_INPUT_ASSERTION_FAILED)');
+      }
+      inserts.push({ table, token: options.dedupToken, rows: body.split('\n').length });
+    },
+    async query() {
+      return [];
+    },
+  } as unknown as Store;
+  const targets: WriteTargets = {
+    store,
+    async publishDeadLetters(_r, letters) {
+      published.push(...letters);
+    },
+  };
+  return { targets, inserts, published };
+}
+
+const hooks = () => {
+  const calls: string[] = [];
+  return {
+    calls,
+    hooks: {
+      beforeWrite: async () => void calls.push('beforeWrite'),
+      onRetry: async (_e: Error, n: number) => void calls.push(`retry ${n}`),
+      onRecovered: async () => void calls.push('recovered'),
+    },
+  };
+};
+
+describe('runBatch (the pipeline top to bottom)', () => {
+  it('records the intent before writing, retries a retriable failure with the same token, then reports recovery', async () => {
+    const t = recordingTargets(['unavailable', 'unavailable']);
+    const h = hooks();
+    const report = await runBatch(range([msg(0, event()), msg(1, event()), msg(2, 'x')]), { targets: t.targets, maxMessageBytes: 1 << 20, retryInitialDelayMs: 1, retryMaxDelayMs: 2 }, h.hooks);
+    expect(h.calls).toEqual(['beforeWrite', 'retry 1', 'retry 2', 'recovered']);
+    expect(report).toMatchObject({ rows: 2, retries: 2, deadLetters: { not_json: 1 }, token: 'events-t:3:0-2' });
+    expect(t.inserts).toEqual([
+      { table: 'events', token: 'events-t:3:0-2', rows: 2 },
+      { table: 'dead_letters', token: undefined, rows: 1 },
+    ]);
+    expect(t.published.map((d) => d.reason)).toEqual(['not_json']);
+  });
+
+  it('bisects a batch the store refuses as data and dead-letters only the refused row', async () => {
+    const t = recordingTargets();
+    const h = hooks();
+    const messages = [0, 1, 2, 3, 4].map((i) => msg(i, event(i === 3 ? { service: 'BAD' } : {})));
+    const report = await runBatch(range(messages), { targets: t.targets, maxMessageBytes: 1 << 20 }, h.hooks);
+    expect(report.rows).toBe(4);
+    expect(report.deadLetters).toEqual({ store_rejected: 1 });
+    expect(t.published.map((d) => d.message.offset)).toEqual([3n]);
+    const events = t.inserts.filter((i) => i.table === 'events');
+    expect(events.reduce((n, i) => n + i.rows, 0)).toBe(4);
+    // Sub-range tokens derive from the range token and offsets: equal on a replay.
+    expect(events.every((i) => i.token?.startsWith('events-t:3:0-4/'))).toBe(true);
+  });
+
+  it('stops on a non-retriable error that is not about the rows', async () => {
+    const t = recordingTargets(['broken']);
+    await expect(runBatch(range([msg(0, event())]), { targets: t.targets, maxMessageBytes: 1 << 20 }, hooks().hooks)).rejects.toMatchObject({
+      code: 'CONT_ERR_STORE_QUERY',
+    });
+  });
+
+  it('abandons the batch when a hook throws (a rebalance) instead of retrying it', async () => {
+    const t = recordingTargets(['unavailable', 'unavailable', 'unavailable']);
+    const lost = Object.assign(new Error('The group is rebalancing'), { retriable: true, type: 'REBALANCE_IN_PROGRESS' });
+    const h = hooks();
+    const run = runBatch(range([msg(0, event())]), { targets: t.targets, maxMessageBytes: 1 << 20, retryInitialDelayMs: 1 }, {
+      ...h.hooks,
+      onRetry: async () => {
+        throw lost;
+      },
+    });
+    await expect(run).rejects.toBe(lost);
+    expect(t.inserts).toEqual([]);
+  });
+});
