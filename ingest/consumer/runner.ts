@@ -280,6 +280,12 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     return committedCache.get(partition) ?? { offset: -1n, metadata: null };
   };
 
+  /** Drops a partition's cursor; the next batch reloads the committed record from the group. */
+  const forget = (partition: number): void => {
+    cursors.delete(partition);
+    committedCache = undefined;
+  };
+
   const cursorFor = async (partition: number): Promise<Cursor> => {
     const have = cursors.get(partition);
     if (have && have.join === join) return have;
@@ -414,7 +420,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
         const m = batch.messages[i]!;
         // (isStale looks the partition up in a map: not for every record.)
         if (closed || ((i & 255) === 0 && (!isRunning() || isStale()))) {
-          cursors.delete(partition); // records taken but not written are read again
+          forget(partition); // records taken but not written are read again
           return;
         }
         const offset = BigInt(m.offset);
@@ -437,7 +443,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       if (cursor.open.length > 0 && !cursor.intent && isRunning() && !isStale() && !closed) await writeOpen(payload, cursor);
       updateHighWatermark(batch, cursor);
     } catch (err) {
-      cursors.delete(partition);
+      forget(partition);
       if (closed) return; // shutting down: what was not committed is read again later
       // kafkajs keeps the offsets resolved so far and would fetch after them; records
       // taken but not committed must be read again, so move the fetch position back.
@@ -496,6 +502,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       committedCache = undefined;
       const partitions = e.payload.memberAssignment[topic] ?? [];
       for (const p of Object.keys(metrics.partitions).map(Number)) if (!partitions.includes(p)) delete metrics.partitions[p];
+      for (const p of [...cursors.keys()]) if (!partitions.includes(p)) cursors.delete(p);
       emit({ type: 'joined', memberId: e.payload.memberId, partitions });
     });
     c.on(c.events.CRASH, (e) => {

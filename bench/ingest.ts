@@ -1,0 +1,328 @@
+/**
+ * Ingest benchmark: `npm run bench:ingest [-- --events N --rate R --latency-seconds S]`.
+ *
+ * Against the real broker (KAFKA_BROKERS, or `scripts/kafka.sh start`) and the embedded
+ * engine, in one run:
+ *  (a) `raw`: the store's own rate — N events (default 1,000,000) as JSONEachRow
+ *      inserted straight into a fresh store's `events`, 20,000 rows per INSERT with a
+ *      deduplication token, as the consumer writes them (child process);
+ *  (b) end to end: the gateway's Kafka producer sink sends the same N events (this
+ *      process) → Kafka (6 partitions) → the consumer (child process, fresh store) →
+ *      committed; events/s from the first send to the last commit, and the consumer's
+ *      peak RSS (maxRSS, and the anonymous part: the engine's library pages count in
+ *      maxRSS);
+ *  (c) latency: R events/s (default 10,000) for S seconds (default 30) through the same
+ *      path; event→queryable = `ingested_at` (set by the store on insert) − the send
+ *      time the producer puts in `attrs['bench.sent_ms']`; p50/p99/max.
+ * The last line printed is one JSON object: `{ ratio, peak_rss_mb, p99_ms, … }` with
+ * `ratio` = (b) ÷ (a). Goals: ratio ≥ 0.5, peak_rss_mb ≤ 300, p99_ms ≤ 2000.
+ * `--concurrency C` runs the consumer with C partitions in flight (default 1).
+ */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { loadConfig, type Config } from '../core/index.ts';
+import { createKafka, createKafkaConsumer, createKafkaProducerSink, fetchConsumerLag } from '../ingest/index.ts';
+import type { ContinuityEvent } from '../schema/index.ts';
+import { openMigratedStore } from '../store/index.ts';
+import { ensureKafka, uniqueTopicName } from '../test/services/kafka.ts';
+
+const SELF = fileURLToPath(import.meta.url);
+const GOALS = { ratio: 0.5, peak_rss_mb: 300, p99_ms: 2000 };
+const HASH_KEY = '00112233445566778899aabbccddeeff';
+const WRITE_ROWS = 20_000;
+
+/** The i-th benchmark event of run `seed`: the same object in every process. */
+function benchEvent(seed: string, i: number, nowMicros: number): ContinuityEvent {
+  // A v4-shaped UUID: 20 hex digits of the run's seed, 12 of the index (cheap, unique, equal everywhere).
+  const h = seedHex(seed);
+  const n = i.toString(16).padStart(12, '0');
+  const id = `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(12, 15)}-a${h.slice(15, 18)}-${n}`;
+  const session = i % 10 === 9 ? '' : (i % 997).toString(16).padStart(32, 'c');
+  const common = {
+    event_id: id,
+    ts: nowMicros + i,
+    source: 'server',
+    service: 'bench-mcp',
+    instance: `i-${i % 4}`,
+    boot_id: seed,
+    release: '2.4.1',
+    environment: 'bench',
+    protocol_version: '2025-11-25',
+    session_key: session,
+    principal_key: (i % 61).toString(16).padStart(32, 'd'),
+    client_name: 'claude-ai',
+    client_version: '0.1.0',
+    user_agent: 'claude-user (external, cli)',
+    attrs: { 'bench.i': String(i) },
+  };
+  const arrivalId = `${h.slice(0, 8)}-${n}`;
+  return (i % 2 === 0
+    ? { ...common, event_type: 'arrival', arrival_id: arrivalId, http_method: 'POST', mcp_method: 'tools/call', jsonrpc_id: String(i), tool_name: 'search', has_credential: true }
+    : {
+        ...common,
+        event_type: 'settlement',
+        arrival_id: arrivalId,
+        http_status: 200,
+        outcome: 'ok',
+        error_type: '',
+        rpc_status_code: '',
+        duration_ms: (i % 500) / 7,
+        session_resolution: 'known',
+        minted_session_key: '',
+      }) as unknown as ContinuityEvent;
+}
+
+const seeds = new Map<string, string>();
+function seedHex(seed: string): string {
+  let h = seeds.get(seed);
+  if (h === undefined) {
+    h = createHash('sha256').update(seed).digest('hex');
+    seeds.set(seed, h);
+  }
+  return h;
+}
+
+/** Peak RssAnon of this process, sampled every 50 ms (kB → MB), plus maxRSS. */
+function rssSampler(): { stop(): { peakRssMb: number; peakAnonMb: number } } {
+  let peakAnon = 0;
+  const read = (): void => {
+    try {
+      const m = /RssAnon:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'));
+      if (m) peakAnon = Math.max(peakAnon, Number(m[1]));
+    } catch {
+      // Not Linux: maxRSS only.
+    }
+  };
+  read();
+  const timer = setInterval(read, 50);
+  timer.unref();
+  return {
+    stop() {
+      clearInterval(timer);
+      read();
+      return { peakRssMb: process.resourceUsage().maxRSS / 1024, peakAnonMb: peakAnon / 1024 };
+    },
+  };
+}
+
+function configFor(brokers: string[], topic: string, dataDir: string): Config {
+  return loadConfig(
+    { CONTINUITY_HASH_KEY: HASH_KEY, KAFKA_BROKERS: brokers.join(','), KAFKA_TOPIC: topic, KAFKA_GROUP: `${topic}-writer`, KAFKA_PARTITIONS: '6' },
+    { dataDir },
+  );
+}
+
+/** (a) The store alone: N events as JSONEachRow, WRITE_ROWS per INSERT with a token. */
+async function childRaw(seed: string, n: number): Promise<Record<string, number>> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'continuity-bench-raw-'));
+  try {
+    const store = await openMigratedStore(loadConfig({ CONTINUITY_HASH_KEY: HASH_KEY }, { dataDir }));
+    const nowMicros = Date.now() * 1000;
+    let insertMs = 0;
+    for (let from = 0; from < n; from += WRITE_ROWS) {
+      const rows: string[] = [];
+      for (let i = from; i < Math.min(n, from + WRITE_ROWS); i++) rows.push(JSON.stringify(benchEvent(seed, i, nowMicros)));
+      const body = rows.join('\n');
+      const t = performance.now();
+      await store.insertJsonEachRow('events', body, { dedupToken: `bench-raw:${from}` });
+      insertMs += performance.now() - t;
+    }
+    const [row] = await store.query<{ c: number }>('SELECT count() AS c FROM events');
+    await store.close();
+    return { events: row?.c ?? 0, seconds: insertMs / 1000, events_per_s: (row?.c ?? 0) / (insertMs / 1000) };
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** (b)/(c) consumer side: runs the consumer until SIGTERM, then reports its counters and memory. */
+async function childConsumer(brokers: string[], topic: string, dataDir: string, concurrency: number): Promise<Record<string, number>> {
+  const config = configFor(brokers, topic, dataDir);
+  const sampler = rssSampler();
+  const store = await openMigratedStore(config);
+  const idleRssMb = process.resourceUsage().maxRSS / 1024;
+  const consumer = createKafkaConsumer({ kafka: config.kafka!, store, maxBatchRows: WRITE_ROWS, partitionsConsumedConcurrently: concurrency });
+  await consumer.start();
+  process.stdout.write(JSON.stringify({ event: 'started' }) + '\n');
+  const cpu0 = process.cpuUsage();
+  await new Promise<void>((resolve) => process.once('SIGTERM', () => resolve()));
+  await consumer.shutdown();
+  await store.close();
+  const cpu = process.cpuUsage(cpu0);
+  const { peakRssMb, peakAnonMb } = sampler.stop();
+  const m = consumer.metrics;
+  return { rows: m.rows, batches: m.batches, peak_rss_mb: peakRssMb, peak_anon_mb: peakAnonMb, idle_store_rss_mb: idleRssMb, cpu_s: (cpu.user + cpu.system) / 1e6 };
+}
+
+interface Child {
+  result: Promise<Record<string, number>>;
+  ready: Promise<void>;
+  stop(): void;
+}
+
+function startChild(args: string[]): Child {
+  const child = spawn(process.execPath, [...process.execArgv, SELF, '--child', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let last = '{}';
+  let onReady: () => void = () => undefined;
+  const ready = new Promise<void>((r) => (onReady = r));
+  createInterface({ input: child.stdout! }).on('line', (l) => {
+    last = l;
+    if (l.includes('"started"')) onReady();
+  });
+  const result = new Promise<Record<string, number>>((resolve, reject) => {
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(last) as Record<string, number>) : reject(new Error(`bench child ${args[0]} exited ${code}`))));
+  });
+  return { result, ready, stop: () => child.kill('SIGTERM') };
+}
+
+async function waitCommitted(brokers: string[], topic: string, total: number): Promise<number> {
+  const admin = createKafka(configFor(brokers, topic, tmpdir()).kafka!, { clientId: 'bench-lag' }).admin();
+  await admin.connect();
+  try {
+    for (;;) {
+      const lag = await fetchConsumerLag(admin, `${topic}-writer`, topic);
+      const committed = lag.partitions.reduce((n, p) => n + (p.committed === null ? 0 : Number(BigInt(p.committed) - BigInt(p.low))), 0);
+      if (committed >= total && lag.total === 0) return Date.now();
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Sends events [0, n) through the gateway's sink, `chunk` per accept, `inFlight` accepts at a time, optionally paced to `rate`/s. */
+async function produce(brokers: string[], topic: string, seed: string, n: number, options: { rate?: number; stampSend?: boolean }): Promise<{ t0: number; t1: number }> {
+  const sink = createKafkaProducerSink({ kafka: configFor(brokers, topic, tmpdir()).kafka!, maxQueuedEvents: 200_000 });
+  await sink.start();
+  const nowMicros = Date.now() * 1000;
+  const chunk = options.rate ? Math.max(1, Math.round(options.rate / 20)) : 5000; // paced: every 50 ms
+  const inFlight = new Set<Promise<void>>();
+  const t0 = Date.now();
+  for (let from = 0; from < n; from += chunk) {
+    if (options.rate) {
+      const due = t0 + (from / options.rate) * 1000;
+      const wait = due - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+    const sentMs = String(Date.now());
+    const events: ContinuityEvent[] = [];
+    for (let i = from; i < Math.min(n, from + chunk); i++) {
+      const e = benchEvent(seed, i, nowMicros);
+      if (options.stampSend) e.attrs = { ...e.attrs, 'bench.sent_ms': sentMs };
+      events.push(e);
+    }
+    const p = sink.accept(events).finally(() => inFlight.delete(p));
+    inFlight.add(p);
+    if (inFlight.size >= 8) await Promise.race(inFlight);
+  }
+  await Promise.all(inFlight);
+  const t1 = Date.now();
+  await sink.shutdown();
+  return { t0, t1 };
+}
+
+const round = (x: number | undefined, digits = 0): number => {
+  const f = 10 ** digits;
+  return Math.round((x ?? 0) * f) / f;
+};
+
+function arg(args: string[], name: string, fallback: number): number {
+  const i = args.indexOf(name);
+  const v = i >= 0 ? Number(args[i + 1]) : fallback;
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} takes a positive number`);
+  return v;
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  if (args[0] === '--child') {
+    const [, mode, a, b, c, d] = args;
+    const out =
+      mode === 'raw' ? await childRaw(a!, Number(b)) : mode === 'consumer' ? await childConsumer(a!.split(','), b!, c!, Number(d)) : undefined;
+    if (!out) throw new Error(`unknown child mode ${mode}`);
+    console.log(JSON.stringify(out));
+    return;
+  }
+  const n = arg(args, '--events', 1_000_000);
+  const rate = arg(args, '--rate', 10_000);
+  const latencySeconds = arg(args, '--latency-seconds', 30);
+  const concurrency = arg(args, '--concurrency', 1);
+  const { brokers } = await ensureKafka();
+  const seed = uniqueTopicName('bench-ingest');
+  const loadAtStart = loadavg()[0] ?? 0;
+
+  // (a) the store alone
+  const raw = await startChild(['raw', seed, String(n)]).result;
+  console.error(`raw JSONEachRow insert: ${JSON.stringify(raw)}`);
+
+  // (b) end to end
+  const topic = `${seed}-e2e`;
+  const dirB = mkdtempSync(join(tmpdir(), 'continuity-bench-e2e-'));
+  const consumerB = startChild(['consumer', brokers.join(','), topic, dirB, String(concurrency)]);
+  await consumerB.ready;
+  const sent = await produce(brokers, topic, seed, n, {});
+  const done = await waitCommitted(brokers, topic, n);
+  consumerB.stop();
+  const consumed = await consumerB.result;
+  const store = await openMigratedStore(configFor(brokers, topic, dirB));
+  const [countB] = await store.query<{ c: number; u: number }>('SELECT count() AS c, uniqExact(event_id) AS u FROM events');
+  await store.close();
+  rmSync(dirB, { recursive: true, force: true });
+  const e2eSeconds = (done - sent.t0) / 1000;
+  console.error(
+    `end to end: ${n} events in ${e2eSeconds.toFixed(1)} s (producer done after ${((sent.t1 - sent.t0) / 1000).toFixed(1)} s); ` +
+      `stored ${countB?.c} (unique ${countB?.u}); consumer ${JSON.stringify(consumed)}`,
+  );
+
+  // (c) latency at a steady rate
+  const topicC = `${seed}-latency`;
+  const dirC = mkdtempSync(join(tmpdir(), 'continuity-bench-lat-'));
+  const consumerC = startChild(['consumer', brokers.join(','), topicC, dirC, String(concurrency)]);
+  await consumerC.ready;
+  const latN = Math.round(rate * latencySeconds);
+  const paced = await produce(brokers, topicC, `${seed}-lat`, latN, { rate, stampSend: true });
+  await waitCommitted(brokers, topicC, latN);
+  consumerC.stop();
+  const consumedC = await consumerC.result;
+  const storeC = await openMigratedStore(configFor(brokers, topicC, dirC));
+  const [lat] = await storeC.query<{ n: number; p50: number; p99: number; max: number }>(
+    `SELECT count() AS n,
+            quantileExact(0.5)(d) AS p50, quantileExact(0.99)(d) AS p99, max(d) AS max
+     FROM (SELECT toInt64(toUnixTimestamp64Milli(ingested_at)) - toInt64(attrs['bench.sent_ms']) AS d FROM events)`,
+  );
+  await storeC.close();
+  rmSync(dirC, { recursive: true, force: true });
+  const achievedRate = latN / ((paced.t1 - paced.t0) / 1000);
+  console.error(`latency at ${round(achievedRate)} events/s: ${JSON.stringify(lat)}; consumer ${JSON.stringify(consumedC)}`);
+
+  const e2eRate = n / e2eSeconds;
+  const result = {
+    events: n,
+    e2e_events_per_s: round(e2eRate),
+    raw_insert_events_per_s: round(raw.events_per_s),
+    ratio: round(e2eRate / (raw.events_per_s ?? 1), 3),
+    peak_rss_mb: round(consumed.peak_rss_mb),
+    peak_anon_rss_mb: round(consumed.peak_anon_mb),
+    idle_store_rss_mb: round(consumed.idle_store_rss_mb),
+    consumer_cpu_s: round(consumed.cpu_s, 1),
+    stored: countB?.c ?? 0,
+    stored_unique: countB?.u ?? 0,
+    latency_rate_per_s: round(achievedRate),
+    latency_events: lat?.n ?? 0,
+    p50_ms: lat?.p50 ?? null,
+    p99_ms: lat?.p99 ?? null,
+    max_ms: lat?.max ?? null,
+    transport: 'kafkajs 2.2.4, gzip, idempotent acks=all',
+    partitions_consumed_concurrently: concurrency,
+    load_average_at_start: round(loadAtStart, 2),
+    goals: GOALS,
+  };
+  console.log(JSON.stringify(result));
+}
+
+await main();

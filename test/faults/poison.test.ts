@@ -1,0 +1,140 @@
+// Fault 4: poison records (invalid JSON, contract violations, oversized, invalid UTF-8,
+// empty) among valid events. Each lands in the dead-letter topic AND the dead_letters
+// table with its reason and its original payload; every valid event is stored once.
+import { rmSync } from 'node:fs';
+import { Partitioners, type Admin, type Message, type Producer } from 'kafkajs';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createKafka, createKafkaConsumer, type KafkaConsumer } from '../../ingest/index.ts';
+import { openMigratedStore, type Store } from '../../store/index.ts';
+import { ensureKafka, uniqueTopicName } from '../services/kafka.ts';
+import { connectAdmin, countEvents, kafkaEnv, makeEvents, tempDir, testConfig, waitFor, waitForCaughtUp } from './support.ts';
+
+const VALID = 6000;
+const MAX_MESSAGE_BYTES = 16_384;
+
+interface Poison {
+  reason: string;
+  message: Message;
+}
+
+function poisonRecords(tag: string): Poison[] {
+  const valid = () => ({ ...makeEvents(1, tag)[0]! }) as Record<string, unknown>;
+  const out: Poison[] = [];
+  for (let i = 0; i < 5; i++) out.push({ reason: 'not_json', message: { key: `p${i}`, value: `{"event_id": "oops ${i}",` } });
+  const violations: unknown[] = [
+    { event_type: 'boot', ts: Date.now() * 1000, source: 'server' }, // no event_id
+    { ...valid(), event_type: 'reboot' }, // unknown type
+    { ...valid(), session_key: 'raw-session-id-not-a-keyed-hash' }, // a raw id is never stored
+    { ...valid(), ts: 'yesterday' },
+    [1, 2, 3], // not an object
+  ];
+  violations.forEach((v, i) => out.push({ reason: 'invalid_event', message: { key: `v${i}`, value: JSON.stringify(v) } }));
+  for (let i = 0; i < 3; i++) {
+    out.push({ reason: 'too_large', message: { key: `big${i}`, value: JSON.stringify({ ...valid(), attrs: { blob: 'x'.repeat(MAX_MESSAGE_BYTES + 100 * i) } }) } });
+  }
+  for (let i = 0; i < 2; i++) out.push({ reason: 'not_utf8', message: { key: `u${i}`, value: Buffer.from([0x7b, 0xc3, 0x28, 0x7d, i]) } });
+  for (let i = 0; i < 2; i++) out.push({ reason: 'empty', message: { key: `e${i}`, value: null } });
+  return out;
+}
+
+describe('poison records', () => {
+  const topic = uniqueTopicName('fault-poison');
+  const dlqTopic = `${topic}.dlq`;
+  const dataDir = tempDir('fault-poison');
+  let admin: Admin;
+  let store: Store;
+  let producer: Producer;
+  let consumer: KafkaConsumer;
+  let dlqReader: ReturnType<ReturnType<typeof createKafka>['consumer']> | undefined;
+  let kafka: NonNullable<ReturnType<typeof testConfig>['kafka']>;
+
+  beforeAll(async () => {
+    const { brokers } = await ensureKafka();
+    const config = testConfig(kafkaEnv(brokers, topic, { KAFKA_MAX_MESSAGE_BYTES: String(MAX_MESSAGE_BYTES) }), dataDir);
+    kafka = config.kafka!;
+    admin = await connectAdmin(brokers);
+    store = await openMigratedStore(config);
+    consumer = createKafkaConsumer({ kafka, store, sessionTimeoutMs: 10_000, maxBatchRows: 1000 });
+    await consumer.start(); // provisions both topics
+    producer = createKafka(kafka, { clientId: 'fault-poison' }).producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+  }, 600_000);
+
+  afterAll(async () => {
+    await dlqReader?.disconnect().catch(() => undefined);
+    await consumer?.shutdown();
+    await producer?.disconnect().catch(() => undefined);
+    await store?.close();
+    if (admin) {
+      await admin.deleteGroups([`${topic}-dlq-reader`]).catch(() => undefined);
+      await admin.deleteTopics({ topics: [topic, dlqTopic] }).catch(() => undefined);
+      await admin.disconnect();
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('sends each poison record to the dead-letter topic and table with its reason while the rest flows', async () => {
+    const poison = poisonRecords(topic);
+    const valid = makeEvents(VALID, topic).map((e): Message => ({ key: e.session_key || e.event_id, value: JSON.stringify(e) }));
+    // Poison spread evenly through the stream, sent in many produce requests (many batches).
+    const at = new Map(poison.map((p, k) => [Math.floor(((k + 1) * VALID) / (poison.length + 1)), p.message]));
+    const stream: Message[] = [];
+    valid.forEach((m, i) => {
+      stream.push(m);
+      const bad = at.get(i);
+      if (bad) stream.push(bad);
+    });
+    expect(stream).toHaveLength(VALID + poison.length);
+    for (let i = 0; i < stream.length; i += 500) await producer.send({ topic, acks: -1, messages: stream.slice(i, i + 500) });
+
+    await waitForCaughtUp(admin, `${topic}-writer`, topic, stream.length, 120_000);
+
+    // Every valid event once.
+    expect(await countEvents(store, topic)).toEqual({ rows: VALID, unique: VALID, final: VALID });
+
+    // The table: one row per poison record, with reason, original payload and size.
+    const rows = await store.query<{ origin: string; position: number; reason: string; detail: string; payload: string; payload_bytes: number }>(
+      `SELECT origin, position, reason, detail, payload, payload_bytes FROM dead_letters WHERE source = 'kafka' AND startsWith(origin, {p:String}) ORDER BY origin, position`,
+      { p: `${topic}:` },
+    );
+    expect(rows).toHaveLength(poison.length);
+    const byReason = (list: Array<{ reason: string }>) => list.reduce<Record<string, number>>((m, r) => ({ ...m, [r.reason]: (m[r.reason] ?? 0) + 1 }), {});
+    expect(byReason(rows)).toEqual(byReason(poison));
+    expect(consumer.metrics.deadLetters).toEqual(byReason(poison));
+    for (const p of poison) {
+      const value = p.message.value;
+      const bytes = value === null ? Buffer.alloc(0) : Buffer.isBuffer(value) ? value : Buffer.from(value);
+      const row = rows.find((r) => r.reason === p.reason && r.payload_bytes === bytes.length && (p.reason === 'not_utf8' ? r.payload === bytes.toString('base64') : r.payload === bytes.toString('utf8')));
+      expect(row, `${p.reason} ${String(p.message.key)}`).toBeDefined();
+    }
+    expect(rows.find((r) => r.detail.includes('session_key'))?.reason).toBe('invalid_event');
+    expect(rows.filter((r) => r.reason === 'too_large').every((r) => r.detail.includes(`max ${MAX_MESSAGE_BYTES}`))).toBe(true);
+
+    // The topic: the original records, headed with reason and origin.
+    dlqReader = createKafka(kafka, { clientId: 'fault-poison-dlq' }).consumer({ groupId: `${topic}-dlq-reader`, maxWaitTimeInMs: 200 });
+    const got: Array<{ reason: string; origin: string; value: Buffer | null; key: string }> = [];
+    await dlqReader.connect();
+    await dlqReader.subscribe({ topic: dlqTopic, fromBeginning: true });
+    await dlqReader.run({
+      eachMessage: async ({ message }) => {
+        got.push({
+          reason: String(message.headers?.['continuity.dlq.reason'] ?? ''),
+          origin: String(message.headers?.['continuity.dlq.origin'] ?? ''),
+          value: message.value,
+          key: message.key?.toString() ?? '',
+        });
+      },
+    });
+    await waitFor('the dead-letter topic', () => (got.length >= poison.length ? true : undefined), 60_000);
+    expect(got).toHaveLength(poison.length);
+    expect(byReason(got)).toEqual(byReason(poison));
+    for (const p of poison) {
+      const hit = got.find((g) => g.key === String(p.message.key));
+      expect(hit?.reason).toBe(p.reason);
+      const original = p.message.value === null ? null : Buffer.isBuffer(p.message.value) ? p.message.value : Buffer.from(p.message.value);
+      if (original === null) expect(hit?.value === null || hit?.value?.length === 0).toBe(true);
+      else expect(hit?.value?.equals(original)).toBe(true);
+      expect(hit?.origin).toMatch(new RegExp(`^${topic}:\\d+:\\d+$`));
+    }
+  }, 240_000);
+});
