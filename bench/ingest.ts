@@ -4,7 +4,7 @@
  * Against the real broker (KAFKA_BROKERS, or `scripts/kafka.sh start`) and the embedded
  * engine, in one run:
  *  (a) `raw`: the store's own rate — N events (default 1,000,000) as JSONEachRow
- *      inserted straight into a fresh store's `events`, 20,000 rows per INSERT with a
+ *      inserted straight into a fresh store's `events`, 10,000 rows per INSERT with a
  *      deduplication token, as the consumer writes them (child process);
  *  (b) end to end: the gateway's Kafka producer sink sends the same N events (this
  *      process) → Kafka (6 partitions) → the consumer (child process, fresh store) →
@@ -16,7 +16,8 @@
  *      time the producer puts in `attrs['bench.sent_ms']`; p50/p99/max.
  * The last line printed is one JSON object: `{ ratio, peak_rss_mb, p99_ms, … }` with
  * `ratio` = (b) ÷ (a). Goals: ratio ≥ 0.5, peak_rss_mb ≤ 300, p99_ms ≤ 2000.
- * `--concurrency C` runs the consumer with C partitions in flight (default 1).
+ * `--concurrency C` runs the consumer with C partitions in flight (default 1);
+ * `--consumer-heap-mb M` starts it with `--max-old-space-size=M` (default 192; 0: none).
  */
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -34,7 +35,7 @@ import { ensureKafka, uniqueTopicName } from '../test/services/kafka.ts';
 const SELF = fileURLToPath(import.meta.url);
 const GOALS = { ratio: 0.5, peak_rss_mb: 300, p99_ms: 2000 };
 const HASH_KEY = '00112233445566778899aabbccddeeff';
-const WRITE_ROWS = 20_000;
+const WRITE_ROWS = 10_000;
 
 /** The i-th benchmark event of run `seed`: the same object in every process. */
 function benchEvent(seed: string, i: number, nowMicros: number): ContinuityEvent {
@@ -165,8 +166,8 @@ interface Child {
   stop(): void;
 }
 
-function startChild(args: string[]): Child {
-  const child = spawn(process.execPath, [...process.execArgv, SELF, '--child', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+function startChild(args: string[], nodeFlags: string[] = []): Child {
+  const child = spawn(process.execPath, [...nodeFlags, ...process.execArgv, SELF, '--child', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   let last = '{}';
   let onReady: () => void = () => undefined;
   const ready = new Promise<void>((r) => (onReady = r));
@@ -252,6 +253,12 @@ async function main(): Promise<void> {
   const rate = arg(args, '--rate', 10_000);
   const latencySeconds = arg(args, '--latency-seconds', 30);
   const concurrency = arg(args, '--concurrency', 1);
+  // V8 grows its heap lazily up to a limit sized for the machine; the consumer's live
+  // set is far smaller, so a deployment caps it (docs/ingest-kafka.md). 0: no cap.
+  const heapAt = args.indexOf('--consumer-heap-mb');
+  const heapMb = heapAt >= 0 ? Number(args[heapAt + 1]) : 192;
+  if (!Number.isInteger(heapMb) || heapMb < 0) throw new Error('--consumer-heap-mb takes a whole number of MB (0: no cap)');
+  const heapFlags = heapMb > 0 ? [`--max-old-space-size=${heapMb}`] : [];
   const { brokers } = await ensureKafka();
   const seed = uniqueTopicName('bench-ingest');
   const loadAtStart = loadavg()[0] ?? 0;
@@ -263,7 +270,7 @@ async function main(): Promise<void> {
   // (b) end to end
   const topic = `${seed}-e2e`;
   const dirB = mkdtempSync(join(tmpdir(), 'continuity-bench-e2e-'));
-  const consumerB = startChild(['consumer', brokers.join(','), topic, dirB, String(concurrency)]);
+  const consumerB = startChild(['consumer', brokers.join(','), topic, dirB, String(concurrency)], heapFlags);
   await consumerB.ready;
   const sent = await produce(brokers, topic, seed, n, {});
   const done = await waitCommitted(brokers, topic, n);
@@ -282,7 +289,7 @@ async function main(): Promise<void> {
   // (c) latency at a steady rate
   const topicC = `${seed}-latency`;
   const dirC = mkdtempSync(join(tmpdir(), 'continuity-bench-lat-'));
-  const consumerC = startChild(['consumer', brokers.join(','), topicC, dirC, String(concurrency)]);
+  const consumerC = startChild(['consumer', brokers.join(','), topicC, dirC, String(concurrency)], heapFlags);
   await consumerC.ready;
   const latN = Math.round(rate * latencySeconds);
   const paced = await produce(brokers, topicC, `${seed}-lat`, latN, { rate, stampSend: true });
@@ -319,6 +326,7 @@ async function main(): Promise<void> {
     max_ms: lat?.max ?? null,
     transport: 'kafkajs 2.2.4, gzip, idempotent acks=all',
     partitions_consumed_concurrently: concurrency,
+    consumer_max_old_space_mb: heapMb || null,
     load_average_at_start: round(loadAtStart, 2),
     goals: GOALS,
   };

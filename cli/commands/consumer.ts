@@ -37,7 +37,7 @@ export function registerConsumer(program: Command): void {
     .description('run the Kafka → store consumer (needs KAFKA_BROKERS; owns the embedded data directory while it runs)')
     .option('--progress', 'print one JSON line per committed batch')
     .option('--session-timeout <ms>', 'consumer-group session timeout: how soon a dead consumer\'s partitions move', '30000')
-    .option('--max-batch-rows <n>', 'rows per write at most', '20000')
+    .option('--max-batch-rows <n>', 'rows per write at most', '10000')
     .option('--fetch-max-wait <ms>', 'longest wait for a fetch: the time bound of a batch', '500')
     .option('--concurrency <n>', 'partitions processed at the same time', '1')
     .option('--log-level <level>', 'kafkajs log level (stderr): nothing | error | warn | info | debug', 'nothing')

@@ -48,7 +48,7 @@ export interface KafkaConsumerOptions {
   sessionTimeoutMs?: number;
   /** Heartbeat interval, ms (default 3,000). */
   heartbeatIntervalMs?: number;
-  /** Rows per write at most (default 20,000). */
+  /** Rows per write at most (default 10,000). */
   maxBatchRows?: number;
   /** Message-value bytes per write at most (default 16 MiB). */
   maxBatchBytes?: number;
@@ -59,7 +59,10 @@ export interface KafkaConsumerOptions {
   fetchMaxWaitMs?: number;
   /** Bytes a fetch waits for (default 1 MiB, compressed as stored). */
   fetchMinBytes?: number;
-  /** Bytes one fetch returns per partition (default 2 MiB) and in all (default 12 MiB). */
+  /**
+   * Bytes one fetch returns per partition (default 1 MiB) and in all (default 4 MiB), as
+   * stored (compressed). A fetch is decoded whole, so these bound the consumer's memory.
+   */
   maxBytesPerPartition?: number;
   maxBytes?: number;
   /** Partitions processed at the same time (default 1; each partition stays sequential). */
@@ -193,7 +196,7 @@ interface Cursor {
 export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsumer {
   const cfg = options.kafka;
   const topic = cfg.topic;
-  const maxRows = options.maxBatchRows ?? 20_000;
+  const maxRows = options.maxBatchRows ?? 10_000;
   const maxBytes = options.maxBatchBytes ?? 16 << 20;
   const emit = (e: ConsumerEvent): void => {
     try {
@@ -486,8 +489,8 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       heartbeatInterval: options.heartbeatIntervalMs ?? 3000,
       maxWaitTimeInMs: options.fetchMaxWaitMs ?? 500,
       minBytes: options.fetchMinBytes ?? 1 << 20,
-      maxBytesPerPartition: options.maxBytesPerPartition ?? 2 << 20,
-      maxBytes: options.maxBytes ?? 12 << 20,
+      maxBytesPerPartition: options.maxBytesPerPartition ?? 1 << 20,
+      maxBytes: options.maxBytes ?? 4 << 20,
       allowAutoTopicCreation: false,
       retry: {
         retries: 8,
