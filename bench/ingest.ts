@@ -19,7 +19,7 @@
  * `--concurrency C` runs the consumer with C partitions in flight (default 1);
  * `--consumer-heap-mb M` starts it with `--max-old-space-size=M` (default 192; 0: none).
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -166,8 +166,13 @@ interface Child {
   stop(): void;
 }
 
+/** Children still running, stopped if the benchmark fails half way. */
+const running = new Set<ChildProcess>();
+
 function startChild(args: string[], nodeFlags: string[] = []): Child {
   const child = spawn(process.execPath, [...nodeFlags, ...process.execArgv, SELF, '--child', ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
+  running.add(child);
+  child.on('exit', () => running.delete(child));
   let last = '{}';
   let onReady: () => void = () => undefined;
   const ready = new Promise<void>((r) => (onReady = r));
@@ -333,4 +338,8 @@ async function main(): Promise<void> {
   console.log(JSON.stringify(result));
 }
 
-await main();
+try {
+  await main();
+} finally {
+  for (const child of running) child.kill('SIGKILL');
+}
