@@ -11,18 +11,21 @@
  *      committed; events/s from the first send to the last commit, and the consumer's
  *      peak RSS (maxRSS, and the anonymous part: the engine's library pages count in
  *      maxRSS);
+ *  (b2) the consumer alone: a second group drains the full topic of (b) into another
+ *      fresh store (events/s, peak RSS) — the consumer's own rate, without the producer
+ *      and the consumer sharing the machine's cores;
  *  (c) latency: R events/s (default 10,000) for S seconds (default 30) through the same
  *      path; event→queryable = `ingested_at` (set by the store on insert) − the send
  *      time the producer puts in `attrs['bench.sent_ms']`; p50/p99/max.
  * The last line printed is one JSON object: `{ ratio, peak_rss_mb, p99_ms, … }` with
  * `ratio` = (b) ÷ (a). Goals: ratio ≥ 0.5, peak_rss_mb ≤ 300, p99_ms ≤ 2000.
- * `--concurrency C` runs the consumer with C partitions in flight (default 1);
- * `--consumer-heap-mb M` starts it with `--max-old-space-size=M` (default 192; 0: none).
+ * `--concurrency C` runs the consumer with C partitions in flight (default 3, as the CLI);
+ * `--consumer-heap-mb M` starts it with `--max-old-space-size=M` (default 0: no cap).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { loadavg, tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -111,9 +114,9 @@ function rssSampler(): { stop(): { peakRssMb: number; peakAnonMb: number } } {
   };
 }
 
-function configFor(brokers: string[], topic: string, dataDir: string): Config {
+function configFor(brokers: string[], topic: string, dataDir: string, group = `${topic}-writer`): Config {
   return loadConfig(
-    { CONTINUITY_HASH_KEY: HASH_KEY, KAFKA_BROKERS: brokers.join(','), KAFKA_TOPIC: topic, KAFKA_GROUP: `${topic}-writer`, KAFKA_PARTITIONS: '6' },
+    { CONTINUITY_HASH_KEY: HASH_KEY, KAFKA_BROKERS: brokers.join(','), KAFKA_TOPIC: topic, KAFKA_GROUP: group, KAFKA_PARTITIONS: '6' },
     { dataDir },
   );
 }
@@ -125,6 +128,7 @@ async function childRaw(seed: string, n: number): Promise<Record<string, number>
     const store = await openMigratedStore(loadConfig({ CONTINUITY_HASH_KEY: HASH_KEY }, { dataDir }));
     const nowMicros = Date.now() * 1000;
     let insertMs = 0;
+    const cpu0 = process.cpuUsage();
     for (let from = 0; from < n; from += WRITE_ROWS) {
       const rows: string[] = [];
       for (let i = from; i < Math.min(n, from + WRITE_ROWS); i++) rows.push(JSON.stringify(benchEvent(seed, i, nowMicros)));
@@ -133,22 +137,44 @@ async function childRaw(seed: string, n: number): Promise<Record<string, number>
       await store.insertJsonEachRow('events', body, { dedupToken: `bench-raw:${from}` });
       insertMs += performance.now() - t;
     }
+    const cpu = process.cpuUsage(cpu0);
     const [row] = await store.query<{ c: number }>('SELECT count() AS c FROM events');
     await store.close();
-    return { events: row?.c ?? 0, seconds: insertMs / 1000, events_per_s: (row?.c ?? 0) / (insertMs / 1000) };
+    // cpu_s: this process (engine threads included), generating the rows as well.
+    return { events: row?.c ?? 0, seconds: insertMs / 1000, events_per_s: (row?.c ?? 0) / (insertMs / 1000), cpu_s: (cpu.user + cpu.system) / 1e6 };
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
 /** (b)/(c) consumer side: runs the consumer until SIGTERM, then reports its counters and memory. */
-async function childConsumer(brokers: string[], topic: string, dataDir: string, concurrency: number): Promise<Record<string, number>> {
-  const config = configFor(brokers, topic, dataDir);
+async function childConsumer(brokers: string[], topic: string, dataDir: string, concurrency: number, group: string): Promise<Record<string, number>> {
+  const config = configFor(brokers, topic, dataDir, group);
   const sampler = rssSampler();
   const store = await openMigratedStore(config);
   const idleRssMb = process.resourceUsage().maxRSS / 1024;
-  const consumer = createKafkaConsumer({ kafka: config.kafka!, store, maxBatchRows: WRITE_ROWS, partitionsConsumedConcurrently: concurrency });
+  // Ready once the group has assigned the partitions (not merely started), so no event
+  // waits for the first join.
+  let joined: () => void = () => undefined;
+  let firstBatchAt = 0;
+  let lastBatchAt = 0;
+  const join = new Promise<void>((r) => (joined = r));
+  const consumer = createKafkaConsumer({
+    kafka: config.kafka!,
+    store,
+    maxBatchRows: WRITE_ROWS,
+    partitionsConsumedConcurrently: concurrency,
+    onEvent: (e) => {
+      if (e.type === 'joined' && e.partitions.length > 0) joined();
+      if (e.type === 'batch') {
+        lastBatchAt = Date.now();
+        if (firstBatchAt === 0) firstBatchAt = lastBatchAt;
+      }
+    },
+  });
   await consumer.start();
+  await join;
+  const readyAt = Date.now();
   process.stdout.write(JSON.stringify({ event: 'started' }) + '\n');
   const cpu0 = process.cpuUsage();
   await new Promise<void>((resolve) => process.once('SIGTERM', () => resolve()));
@@ -157,7 +183,7 @@ async function childConsumer(brokers: string[], topic: string, dataDir: string, 
   const cpu = process.cpuUsage(cpu0);
   const { peakRssMb, peakAnonMb } = sampler.stop();
   const m = consumer.metrics;
-  return { rows: m.rows, batches: m.batches, peak_rss_mb: peakRssMb, peak_anon_mb: peakAnonMb, idle_store_rss_mb: idleRssMb, cpu_s: (cpu.user + cpu.system) / 1e6 };
+  return { rows: m.rows, first_batch_ms: firstBatchAt - readyAt, last_batch_ms: lastBatchAt - readyAt, batches: m.batches, peak_rss_mb: peakRssMb, peak_anon_mb: peakAnonMb, idle_store_rss_mb: idleRssMb, cpu_s: (cpu.user + cpu.system) / 1e6 };
 }
 
 interface Child {
@@ -186,12 +212,12 @@ function startChild(args: string[], nodeFlags: string[] = []): Child {
   return { result, ready, stop: () => child.kill('SIGTERM') };
 }
 
-async function waitCommitted(brokers: string[], topic: string, total: number): Promise<number> {
+async function waitCommitted(brokers: string[], topic: string, total: number, group = `${topic}-writer`): Promise<number> {
   const admin = createKafka(configFor(brokers, topic, tmpdir()).kafka!, { clientId: 'bench-lag' }).admin();
   await admin.connect();
   try {
     for (;;) {
-      const lag = await fetchConsumerLag(admin, `${topic}-writer`, topic);
+      const lag = await fetchConsumerLag(admin, group, topic);
       const committed = lag.partitions.reduce((n, p) => n + (p.committed === null ? 0 : Number(BigInt(p.committed) - BigInt(p.low))), 0);
       if (committed >= total && lag.total === 0) return Date.now();
       await new Promise((r) => setTimeout(r, 100));
@@ -202,7 +228,8 @@ async function waitCommitted(brokers: string[], topic: string, total: number): P
 }
 
 /** Sends events [0, n) through the gateway's sink, `chunk` per accept, `inFlight` accepts at a time, optionally paced to `rate`/s. */
-async function produce(brokers: string[], topic: string, seed: string, n: number, options: { rate?: number; stampSend?: boolean }): Promise<{ t0: number; t1: number }> {
+async function produce(brokers: string[], topic: string, seed: string, n: number, options: { rate?: number; stampSend?: boolean }): Promise<{ t0: number; t1: number; cpuS: number }> {
+  const cpu0 = process.cpuUsage();
   const sink = createKafkaProducerSink({ kafka: configFor(brokers, topic, tmpdir()).kafka!, maxQueuedEvents: 200_000 });
   await sink.start();
   const nowMicros = Date.now() * 1000;
@@ -229,7 +256,8 @@ async function produce(brokers: string[], topic: string, seed: string, n: number
   await Promise.all(inFlight);
   const t1 = Date.now();
   await sink.shutdown();
-  return { t0, t1 };
+  const cpu = process.cpuUsage(cpu0);
+  return { t0, t1, cpuS: (cpu.user + cpu.system) / 1e6 };
 }
 
 const round = (x: number | undefined, digits = 0): number => {
@@ -249,7 +277,11 @@ async function main(): Promise<void> {
   if (args[0] === '--child') {
     const [, mode, a, b, c, d] = args;
     const out =
-      mode === 'raw' ? await childRaw(a!, Number(b)) : mode === 'consumer' ? await childConsumer(a!.split(','), b!, c!, Number(d)) : undefined;
+      mode === 'raw'
+        ? await childRaw(a!, Number(b))
+        : mode === 'consumer'
+          ? await childConsumer(a!.split(','), b!, c!, Number(d), args[6] ?? `${b}-writer`)
+          : undefined;
     if (!out) throw new Error(`unknown child mode ${mode}`);
     console.log(JSON.stringify(out));
     return;
@@ -257,11 +289,11 @@ async function main(): Promise<void> {
   const n = arg(args, '--events', 1_000_000);
   const rate = arg(args, '--rate', 10_000);
   const latencySeconds = arg(args, '--latency-seconds', 30);
-  const concurrency = arg(args, '--concurrency', 1);
+  const concurrency = arg(args, '--concurrency', 3);
   // V8 grows its heap lazily up to a limit sized for the machine; the consumer's live
-  // set is far smaller, so a deployment caps it (docs/ingest-kafka.md). 0: no cap.
+  // set is far smaller, and a deployment may cap it (more GC work, less memory). 0: no cap.
   const heapAt = args.indexOf('--consumer-heap-mb');
-  const heapMb = heapAt >= 0 ? Number(args[heapAt + 1]) : 192;
+  const heapMb = heapAt >= 0 ? Number(args[heapAt + 1]) : 0;
   if (!Number.isInteger(heapMb) || heapMb < 0) throw new Error('--consumer-heap-mb takes a whole number of MB (0: no cap)');
   const heapFlags = heapMb > 0 ? [`--max-old-space-size=${heapMb}`] : [];
   const { brokers } = await ensureKafka();
@@ -290,6 +322,19 @@ async function main(): Promise<void> {
     `end to end: ${n} events in ${e2eSeconds.toFixed(1)} s (producer done after ${((sent.t1 - sent.t0) / 1000).toFixed(1)} s); ` +
       `stored ${countB?.c} (unique ${countB?.u}); consumer ${JSON.stringify(consumed)}`,
   );
+
+  // (b2) the consumer alone: a second group drains the now full topic into a fresh store
+  const dirD = mkdtempSync(join(tmpdir(), 'continuity-bench-drain-'));
+  const drainGroup = `${topic}-drain`;
+  const consumerD = startChild(['consumer', brokers.join(','), topic, dirD, String(concurrency), drainGroup], heapFlags);
+  await consumerD.ready;
+  const drainT0 = Date.now();
+  await waitCommitted(brokers, topic, n, drainGroup);
+  const drainSeconds = (Date.now() - drainT0) / 1000;
+  consumerD.stop();
+  const drained = await consumerD.result;
+  rmSync(dirD, { recursive: true, force: true });
+  console.error(`consumer alone (draining a full topic): ${n} events in ${drainSeconds.toFixed(1)} s; consumer ${JSON.stringify(drained)}`);
 
   // (c) latency at a steady rate
   const topicC = `${seed}-latency`;
@@ -321,7 +366,13 @@ async function main(): Promise<void> {
     peak_rss_mb: round(consumed.peak_rss_mb),
     peak_anon_rss_mb: round(consumed.peak_anon_mb),
     idle_store_rss_mb: round(consumed.idle_store_rss_mb),
+    consumer_alone_events_per_s: round(n / drainSeconds),
+    consumer_alone_ratio: round(n / drainSeconds / (raw.events_per_s ?? 1), 3),
+    consumer_alone_peak_rss_mb: round(drained.peak_rss_mb),
     consumer_cpu_s: round(consumed.cpu_s, 1),
+    producer_cpu_s: round(sent.cpuS, 1),
+    raw_insert_cpu_s: round(raw.cpu_s, 1),
+    cores: availableParallelism(),
     stored: countB?.c ?? 0,
     stored_unique: countB?.u ?? 0,
     latency_rate_per_s: round(achievedRate),

@@ -35,11 +35,11 @@ export function registerConsumer(program: Command): void {
   program
     .command('consumer')
     .description('run the Kafka → store consumer (needs KAFKA_BROKERS; owns the embedded data directory while it runs)')
-    .option('--progress', 'print one JSON line per committed batch')
+    .option('--progress', 'also print a JSON line per confirmed write (written) and per committed batch (batch)')
     .option('--session-timeout <ms>', 'consumer-group session timeout: how soon a dead consumer\'s partitions move', '30000')
     .option('--max-batch-rows <n>', 'rows per write at most', '10000')
-    .option('--fetch-max-wait <ms>', 'longest wait for a fetch: the time bound of a batch', '500')
-    .option('--concurrency <n>', 'partitions processed at the same time', '1')
+    .option('--fetch-max-wait <ms>', 'longest wait for a fetch: the time bound of a batch', '250')
+    .option('--concurrency <n>', 'partitions processed at the same time (each stays in order)', '3')
     .option('--log-level <level>', 'kafkajs log level (stderr): nothing | error | warn | info | debug', 'nothing')
     .addOption(new Option('--fault-commit-delay <ms>', 'fault tests only: wait between a confirmed write and its commit').default('0').hideHelp())
     .action(async (flags: ConsumerFlags, cmd: Command) => {

@@ -54,7 +54,7 @@ export interface KafkaConsumerOptions {
   maxBatchBytes?: number;
   /**
    * The time bound of a batch: the broker answers a fetch after this long even with
-   * less than `fetchMinBytes` waiting, ms (default 500).
+   * less than `fetchMinBytes` waiting, ms (default 250).
    */
   fetchMaxWaitMs?: number;
   /** Bytes a fetch waits for (default 1 MiB, compressed as stored). */
@@ -65,7 +65,11 @@ export interface KafkaConsumerOptions {
    */
   maxBytesPerPartition?: number;
   maxBytes?: number;
-  /** Partitions processed at the same time (default 1; each partition stays sequential). */
+  /**
+   * Partitions processed at the same time (default 3; each partition stays sequential).
+   * Lets one partition's decode and validation run while another's INSERT runs in the
+   * engine's threads.
+   */
   partitionsConsumedConcurrently?: number;
   /** Backoff while the store or Kafka is unavailable: first and ceiling, ms (defaults 200 and 5000). */
   retryInitialDelayMs?: number;
@@ -487,7 +491,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       groupId: cfg.group,
       sessionTimeout: options.sessionTimeoutMs ?? 30_000,
       heartbeatInterval: options.heartbeatIntervalMs ?? 3000,
-      maxWaitTimeInMs: options.fetchMaxWaitMs ?? 500,
+      maxWaitTimeInMs: options.fetchMaxWaitMs ?? 250,
       minBytes: options.fetchMinBytes ?? 1 << 20,
       maxBytesPerPartition: options.maxBytesPerPartition ?? 1 << 20,
       maxBytes: options.maxBytes ?? 4 << 20,
@@ -529,7 +533,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     await c.run({
       autoCommit: false,
       eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 1,
+      partitionsConsumedConcurrently: options.partitionsConsumedConcurrently ?? 3,
       eachBatch,
     });
   };

@@ -3,6 +3,7 @@
 // (`continuity gateway`, `continuity consumer`) plus `continuity status` end to end.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createInterface } from 'node:readline';
 import { promisify } from 'node:util';
 import { Partitioners, type Admin, type Consumer, type PartitionMetadata } from 'kafkajs';
@@ -40,7 +41,7 @@ describe('producer sink (gateway → Kafka)', () => {
   });
 
   it('provisions the topic with the configured partitions and keys events by session', async () => {
-    const kafka = testConfig(kafkaEnv(brokers, topic, { KAFKA_PARTITIONS: '4' }), tempDir('sink')).kafka!;
+    const kafka = testConfig(kafkaEnv(brokers, topic, { KAFKA_PARTITIONS: '4' }), tmpdir()).kafka!;
     sink = createKafkaProducerSink({ kafka });
     await sink.start();
     const meta = await admin.fetchTopicMetadata({ topics: [topic, `${topic}.dlq`] });
@@ -80,7 +81,7 @@ describe('producer sink (gateway → Kafka)', () => {
 describe('refusing instead of buffering', () => {
   it('refuses with a retriable 503 error when Kafka cannot be reached, and the gateway says so', async () => {
     const port = await freePortPair(); // nothing listens there
-    const kafka = testConfig(kafkaEnv([`127.0.0.1:${port}`], uniqueTopicName('it-nokafka')), tempDir('nokafka')).kafka!;
+    const kafka = testConfig(kafkaEnv([`127.0.0.1:${port}`], uniqueTopicName('it-nokafka')), tmpdir()).kafka!;
     const sink = createKafkaProducerSink({ kafka, retryAfterMs: 60_000 });
     await expect(sink.start()).rejects.toMatchObject({ code: 'CONT_ERR_INGEST_UNAVAILABLE', retriable: true });
     expect(sink.ready()).toBe(false);
@@ -101,7 +102,7 @@ describe('refusing instead of buffering', () => {
   it('refuses what exceeds the queue bound without waiting for Kafka', async () => {
     const topic = uniqueTopicName('it-sink-bound');
     topics.push(topic);
-    const kafka = testConfig(kafkaEnv(brokers, topic), tempDir('bound')).kafka!;
+    const kafka = testConfig(kafkaEnv(brokers, topic), tmpdir()).kafka!;
     const sink = createKafkaProducerSink({ kafka, maxQueuedEvents: 100 });
     try {
       await expect(sink.accept(makeEvents(101, topic))).rejects.toMatchObject({ code: 'CONT_ERR_INGEST_UNAVAILABLE' });
