@@ -1,0 +1,320 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createContinuityServer, type ContinuityServer } from '../api/index.ts';
+import { NAMED_QUERIES } from '../queries/index.ts';
+import { insertEvents, proxyEvents, repeat, type FixtureRequest } from './fixtures/proxy-scenario.ts';
+import { ServerScenario } from './fixtures/server-scenario.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+// SQL injection through named-query parameters, and writes through ad hoc SQL
+// (issue 5 acceptance), through `GET /api/queries/:name` / `POST /api/sql` (in
+// this process) and `continuity query` / `continuity sql` (real processes on a
+// data directory of their own). A parameter is either refused with a coded error
+// or bound as a literal value: no extra rows, the table intact. Store-level write
+// refusals are in test/store-settings.test.ts; this file covers the two entry points.
+
+const run = promisify(execFile);
+const BIN = new URL('../bin/continuity.mjs', import.meta.url).pathname;
+const LOADER = new URL('./helpers/load-events.ts', import.meta.url).pathname;
+
+/**
+ * Two services, each with evidence for every named query (so that a predicate
+ * injected into the service filter would show as rows): proxy lines with a
+ * session, a 502 gap, refused misses and a 401; server events with two boots, a
+ * re-mint, a challenge and cap events.
+ */
+function dataset(): Array<Record<string, unknown>> {
+  const out: Array<Record<string, unknown>> = [];
+  for (const service of ['inj', 'other']) {
+    const requests: FixtureRequest[] = [
+      { at: 0, status: 200, minted: 'A' },
+      { at: 0.02, status: 202, sid: 'A' },
+      ...repeat(3, 1, 1, (at) => ({ at, status: 200, sid: 'A' })),
+      { at: 10, status: 502, sid: 'A', proxyGenerated: true },
+      ...repeat(3, 20, 1, (at) => ({ at, status: 404, sid: 'A' })),
+      { at: 30, status: 401, wwwAuthenticate: 'Bearer error="invalid_token"', credential: true, ip: '10.0.0.2' },
+    ];
+    out.push(...proxyEvents(requests).map((e) => ({ ...e, service })));
+    const s = new ServerScenario(service, { principal: 'user-P' });
+    s.boot(0);
+    s.session('S', 1, 3);
+    s.capSnapshot(2, { live_count: 8, live_cap: 8, durable_count: 1, durable_cap: 16, global_count: 9, global_cap: 256 });
+    s.boot(100, 'v2');
+    s.remint(110, 'S', 'S2');
+    s.request(110, { sid: 'S', resolution: 'alias' });
+    s.challenge(120, 'S', 'invalid_token');
+    out.push(...s.events);
+  }
+  return out;
+}
+const EVENTS = dataset();
+
+/** Values a string parameter might carry to break out of its quotes. */
+const STRING_PAYLOADS = [
+  "x' OR 1=1 --",
+  "'); DROP TABLE events; --",
+  "inj' OR service != '",
+  "inj\\' OR 1=1 --",
+  "' UNION ALL SELECT * FROM system.tables --",
+  '{service:String}',
+  'inj\tother',
+  "inj'; SET readonly = 0; --",
+];
+
+let t: TestStore;
+let server: ContinuityServer;
+const get = (url: string) => server.app.inject({ method: 'GET', url });
+const post = (payload: Record<string, unknown>) => server.app.inject({ method: 'POST', url: '/api/sql', payload });
+const qs = (params: Record<string, string | string[]>) => {
+  const u = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) for (const x of Array.isArray(v) ? v : [v]) u.append(k, x);
+  return u.toString();
+};
+const count = async () => (await t.store.query<{ n: number }>('SELECT count() AS n FROM events'))[0]!.n;
+
+beforeAll(async () => {
+  t = await openTestStore('sql_safety');
+  server = await createContinuityServer({ store: t.store });
+  await insertEvents(t.store, EVENTS);
+});
+afterAll(async () => {
+  await server?.shutdown();
+  await t?.close();
+});
+
+describe('GET /api/queries/:name: injection through parameters', () => {
+  it('every named query has rows for the dataset (so an injected predicate would show)', async () => {
+    for (const name of Object.keys(NAMED_QUERIES)) {
+      const res = await get(`/api/queries/${name}?service=inj`);
+      expect(res.statusCode, name).toBe(200);
+      expect(res.json().rows.length, name).toBeGreaterThan(0);
+    }
+  });
+
+  it.each(STRING_PAYLOADS)('binds service = %j as a literal in every query: no rows, table intact', async (payload) => {
+    const before = await count();
+    for (const name of Object.keys(NAMED_QUERIES)) {
+      for (const param of ['service', 'environment']) {
+        const res = await get(`/api/queries/${name}?${qs({ [param]: payload })}`);
+        expect(res.statusCode, `${name} ${param}`).toBe(200);
+        expect(res.json().params[param], name).toBe(payload);
+        expect(res.json().rows, `${name} ${param}=${payload}`).toEqual([]);
+      }
+    }
+    expect(await count()).toBe(before);
+  });
+
+  it('binds array elements with quotes as literals (repeated keys), and refuses elements that are not paths (commas)', async () => {
+    const traffic = await get(`/api/queries/proxy_traffic?${qs({ service: 'inj', mcp_paths: '/mcp' })}`);
+    expect(traffic.json().rows).toEqual([expect.objectContaining({ service: 'inj', requests: 10 })]);
+    for (const element of ["/nope','/mcp", "/nope\\','/mcp", "/x'] OR 1=1 --", "/x']) OR has(['/mcp'], url_path) --"]) {
+      const res = await get(`/api/queries/proxy_traffic?${qs({ service: 'inj', mcp_paths: [element, '/other'] })}`);
+      expect(res.statusCode, element).toBe(200);
+      expect(res.json().params.mcp_paths).toEqual([element, '/other']);
+      expect(res.json().rows, element).toEqual([]);
+    }
+    const split = await get(`/api/queries/proxy_traffic?${qs({ service: 'inj', mcp_paths: "/nope','/mcp" })}`);
+    expect(split.statusCode).toBe(400);
+    expect(split.json().code).toBe('CONT_ERR_QUERY_PARAM');
+  });
+
+  it.each([
+    ['t_from', "2026-01-01' OR 1=1 --"],
+    ['t_to', "2200-01-01T00:00:00Z'); DROP TABLE events; --"],
+    ['t_from', 'now() - INTERVAL 1 DAY'],
+    ['t_to', '1 OR 1=1'],
+  ])('refuses a time parameter %s = %j with CONT_ERR_QUERY_PARAM', async (param, value) => {
+    const res = await get(`/api/queries/restarts?${qs({ [param]: value })}`);
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_QUERY_PARAM', message: expect.stringContaining(param) });
+  });
+
+  it.each([
+    ['refused_misses', 'window_s', '10; DROP TABLE events'],
+    ['auth_challenges', 'loop_min', '3 OR 1=1'],
+    ['cap_pressure', 'active_s', '60) OR (1=1'],
+  ])('refuses a number parameter %s.%s = %j', async (name, param, value) => {
+    const res = await get(`/api/queries/${name}?${qs({ [param]: value })}`);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().code).toBe('CONT_ERR_QUERY_PARAM');
+  });
+
+  it('refuses a scalar parameter given twice (an array where a string is declared)', async () => {
+    const res = await get(`/api/queries/restarts?${qs({ service: ['inj', "x' OR 1=1 --"] })}`);
+    expect(res.statusCode).toBe(400);
+    expect(res.json().code).toBe('CONT_ERR_QUERY_PARAM');
+  });
+
+  it.each(["service'; DROP TABLE events; --", 't_from:String} OR 1=1 --', 'bogus', 'readonly', 'max_result_rows'])(
+    'refuses an unknown parameter name %j',
+    async (param) => {
+      const res = await get(`/api/queries/restarts?${qs({ [param]: '0' })}`);
+      expect(res.statusCode).toBe(400);
+      expect(res.json().code).toBe('CONT_ERR_QUERY_PARAM');
+    },
+  );
+
+  // KNOWN BUG (reported): bindParams checks `k in q.paramTypes`, which is true for
+  // Object.prototype's names, so these pass as known and are then silently dropped
+  // by zod (bound to nothing, so no injection, but not refused). Drop `.fails` when fixed.
+  it.fails('refuses parameter names inherited from Object.prototype (constructor, toString, hasOwnProperty)', async () => {
+    for (const param of ['constructor', 'toString', 'hasOwnProperty']) {
+      const res = await get(`/api/queries/restarts?${qs({ [param]: "x' OR 1=1 --" })}`);
+      expect(res.statusCode, param).toBe(400);
+      expect(res.json().code, param).toBe('CONT_ERR_QUERY_PARAM');
+    }
+  });
+
+  it('refuses a query name that is not registered, whatever it holds', async () => {
+    for (const name of ['restarts;DROP TABLE events', '..%2F..%2Fstore%2Fclient', 'toString', '__proto__']) {
+      const res = await get(`/api/queries/${name}`);
+      expect(res.statusCode, name).toBe(404);
+      expect(res.json().code, name).toBe('CONT_ERR_QUERY_UNKNOWN');
+    }
+  });
+});
+
+/** Write attempts not covered by api/api.test.ts (INSERT, DROP, SELECT; DROP there). */
+const WRITES: Array<[string, string]> = [
+  ['ALTER … DELETE', 'ALTER TABLE events DELETE WHERE 1'],
+  ['lightweight DELETE', 'DELETE FROM events WHERE 1'],
+  ['TRUNCATE', 'TRUNCATE TABLE events'],
+  ['CREATE TABLE', 'CREATE TABLE pwned (a UInt8) ENGINE = Memory'],
+  ['CREATE … AS SELECT', 'CREATE TABLE pwned ENGINE = Memory AS SELECT * FROM events'],
+  ['SET readonly = 0', 'SET readonly = 0'],
+  ['INSERT INTO FUNCTION file', "INSERT INTO FUNCTION file('/tmp/continuity-sql-safety-api.csv', CSV) SELECT * FROM events"],
+  ['SELECT … INTO OUTFILE', "SELECT * FROM events INTO OUTFILE '/tmp/continuity-sql-safety-api.out'"],
+  ['a second statement after a query', 'SELECT 1; ALTER TABLE events DELETE WHERE 1'],
+  ['a write hidden behind a comment', '/* report */ DROP TABLE events'],
+  ['lower case', 'drop table events'],
+  ['OPTIMIZE', 'OPTIMIZE TABLE events FINAL'],
+  ['DETACH', 'DETACH TABLE events'],
+  ['RENAME', 'RENAME TABLE events TO events_old'],
+  ['SYSTEM', 'SYSTEM DROP MARK CACHE'],
+  ['KILL', 'KILL QUERY WHERE 1'],
+  ['a table function writing through url()', "INSERT INTO FUNCTION url('http://127.0.0.1:9/x', CSV) SELECT 1"],
+];
+
+describe('POST /api/sql: writes refused', () => {
+  it.each(WRITES)('refuses %s with a coded 4xx and leaves the data alone', async (_what, statement) => {
+    const before = await count();
+    const res = await post({ sql: statement });
+    expect([400, 403], res.body).toContain(res.statusCode);
+    expect(res.json().code).toMatch(/^CONT_ERR_(READONLY|STORE_QUERY)$/);
+    expect(await count()).toBe(before);
+    const [tables] = await t.store.query<{ names: string[] }>("SELECT groupArray(name) AS names FROM system.tables WHERE database = currentDatabase() AND name IN ('events', 'pwned', 'events_old')");
+    expect(tables!.names).toEqual(['events']);
+    expect(existsSync('/tmp/continuity-sql-safety-api.csv')).toBe(false);
+    expect(existsSync('/tmp/continuity-sql-safety-api.out')).toBe(false);
+  });
+
+  it('names the plain writes CONT_ERR_READONLY (403)', async () => {
+    for (const statement of ['ALTER TABLE events DELETE WHERE 1', 'CREATE TABLE pwned (a UInt8) ENGINE = Memory', 'SET readonly = 0', 'TRUNCATE TABLE events']) {
+      const res = await post({ sql: statement });
+      expect(res.statusCode, statement).toBe(403);
+      expect(res.json().code, statement).toBe('CONT_ERR_READONLY');
+    }
+  });
+
+  // KNOWN BUG (reported): store.readOnly wraps the statement as a subquery under an outer
+  // `SETTINGS readonly = 1`, but the statement's own SETTINGS clause still applies inside
+  // it: `getSetting('readonly')` is 0 there, and table functions the engine refuses under
+  // readonly=1 (file(), url()) run — a local-file read and a server-side request. The
+  // outer LIMIT and max_execution_time still hold. Drop `.fails` when fixed.
+  it.fails.each([
+    ['the statement runs with readonly = 0', "SELECT getSetting('readonly') AS r SETTINGS readonly = 0"],
+    ['a local file is read', "SELECT * FROM file('/etc/hostname', LineAsString) SETTINGS readonly = 0"],
+  ])('refuses a SETTINGS clause that lifts readonly (%s)', async (_what, statement) => {
+    const res = await post({ sql: statement, format: 'jsonl' });
+    expect([400, 403], res.body).toContain(res.statusCode);
+  });
+
+  it('refuses the same file read without the SETTINGS clause (readonly = 1 holds there)', async () => {
+    const res = await post({ sql: "SELECT * FROM file('/etc/hostname', LineAsString)" });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().code).toBe('CONT_ERR_READONLY');
+  });
+
+  it('still answers a read afterwards', async () => {
+    const res = await post({ sql: "SELECT count() AS n FROM events WHERE service = 'inj'", format: 'jsonl' });
+    expect(res.statusCode).toBe(200);
+    expect(Number(JSON.parse(res.body).n)).toBe(EVENTS.length / 2);
+  });
+});
+
+describe('continuity query and continuity sql (real processes)', () => {
+  let dir = '';
+  let files = '';
+  const OUT = join(tmpdir(), `continuity-sql-safety-cli-${process.pid}.csv`);
+  const cli = async (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> => {
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.CLICKHOUSE_URL;
+    delete env.KAFKA_BROKERS;
+    delete env.CONTINUITY_DATA_DIR;
+    try {
+      const { stdout, stderr } = await run(process.execPath, [BIN, '--data-dir', dir, ...args], { env, maxBuffer: 64 << 20 });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  };
+  const cliCount = async () => JSON.parse((await cli(['sql', 'SELECT count() AS n FROM events', '--format', 'json'])).stdout).n as number;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'continuity-sql-safety-'));
+    files = mkdtempSync(join(tmpdir(), 'continuity-sql-safety-files-'));
+    const file = join(files, 'events.jsonl');
+    writeFileSync(file, EVENTS.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    await run(process.execPath, ['--import', 'tsx', LOADER, dir, file]);
+  });
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(files, { recursive: true, force: true });
+    rmSync(OUT, { force: true });
+  });
+
+  it('query binds an injected service as a literal: the real service has rows, the payload none', async () => {
+    const real = await cli(['query', 'refused_misses', '--param', 'service=inj', '--format', 'json']);
+    expect(real.code, real.stderr).toBe(0);
+    expect(JSON.parse(real.stdout).length).toBeGreaterThan(0);
+    for (const payload of ["x' OR 1=1 --", "'); DROP TABLE events; --"]) {
+      const r = await cli(['query', 'refused_misses', '--param', `service=${payload}`, '--format', 'json']);
+      expect(r.code, r.stderr).toBe(0);
+      expect(JSON.parse(r.stdout)).toEqual([]);
+    }
+    expect(await cliCount()).toBe(EVENTS.length);
+  });
+
+  it('query refuses SQL in a time parameter, a path list that is not paths, and an unknown parameter (exit 2, coded)', async () => {
+    for (const param of ["t_from=2026-01-01' OR 1=1 --", "mcp_paths=/nope','/mcp", "bogus'; DROP TABLE events; --=1"]) {
+      const r = await cli(['query', 'proxy_traffic', '--param', param]);
+      expect(r.code, param).toBe(2);
+      expect(r.stderr, param).toMatch(/CONT_ERR_QUERY_PARAM/);
+    }
+  });
+
+  it.each([
+    ['INSERT', "INSERT INTO events (event_id, event_type, ts, source) VALUES (generateUUIDv4(), 'boot', now64(6), 'server')"],
+    ['ALTER … DELETE', 'ALTER TABLE events DELETE WHERE 1'],
+    ['CREATE', 'CREATE TABLE pwned (a UInt8) ENGINE = Memory'],
+    ['SET readonly = 0', 'SET readonly = 0'],
+    ['SELECT …; DROP …', 'SELECT 1; DROP TABLE events'],
+    ['INSERT INTO FUNCTION file', `INSERT INTO FUNCTION file('${join(tmpdir(), `continuity-sql-safety-cli-${process.pid}.csv`)}', CSV) SELECT * FROM events`],
+  ])('sql refuses %s (exit 1, coded) and the data stays', async (_what, statement) => {
+    const r = await cli(['sql', statement]);
+    expect(r.code, r.stdout).toBe(1);
+    expect(r.stderr).toMatch(/CONT_ERR_(READONLY|STORE_QUERY)/);
+    expect(existsSync(OUT)).toBe(false);
+  });
+
+  it('after all of it: the same number of events, and no new table', async () => {
+    expect(await cliCount()).toBe(EVENTS.length);
+    const tables = await cli(['sql', "SELECT name FROM system.tables WHERE database = currentDatabase() AND name = 'pwned'", '--format', 'json']);
+    expect(tables.stdout.trim()).toBe('');
+  });
+});
