@@ -13,7 +13,8 @@
 --                         live chat lost its session to make room
 --   global_*              the service's global count and cap: the instance with
 --                         the least headroom, from its latest report
--- Reads only the two cap event types (the sorting key starts with event_type).
+-- A principal whose events report no cap and no eviction (e.g. only an expiry)
+-- has no row. Reads only the two cap event types (the sorting key starts with event_type).
 -- Eviction counts are distinct event_ids, exact before a merge without FINAL.
 WITH
 cap AS
@@ -44,6 +45,8 @@ per_principal AS
         uniqExactIf(event_id, action = 'evicted' AND (victim_idle_ms < {active_s:Float64} * 1000 OR victim_in_flight > 0)) AS p_evicted_active
     FROM cap
     GROUP BY service, principal_key
+    -- a principal appears once something about its caps is known
+    HAVING p_live_cap > 0 OR p_durable_cap > 0 OR p_evictions > 0
 ),
 global AS
 (
