@@ -119,8 +119,12 @@ describe('cap_pressure', () => {
     ]);
   });
 
-  it('returns no rows for a service without cap events, and every service without a filter', async () => {
+  it('returns no rows for a service without cap events or with only an expiry, and every service without a filter', async () => {
     expect(await run({ service: 'nobody' })).toEqual([]);
+    const e = new ServerScenario('cap-expiry', { principal: 'user-E' });
+    e.lifecycle(60, 'E1', 'expired', { cap_kind: 'none' });
+    await insertEvents(t.store, e.events);
+    expect(await run({ service: 'cap-expiry' })).toEqual([]);
     const all = await run({});
     expect(new Set(all.map((r) => r.service))).toEqual(new Set(['cap', 'cap-other', 'cap-dup']));
     expect(all.find((r) => r.service === 'cap-other')).toMatchObject({ at_cap: true, evictions: 0, global_headroom: 9 });
