@@ -6,7 +6,7 @@ import { ServerScenario } from '../test/fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
 import { clopperPearsonLower } from './bounds.ts';
 import { buildCanaryReport, DEFAULT_GATES, parseDuration, parseGates, type CanaryReport, type GateId, type GateResult } from './canary.ts';
-import { renderCanary, renderCanaryHtml, renderCanaryMarkdown } from './canary-render.ts';
+import { escapeHtml, renderCanary, renderCanaryHtml, renderCanaryMarkdown } from './canary-render.ts';
 
 // The canary report over deploys built with the scenario builders, each under its
 // own service in one real embedded store (see test/fixtures/canary-scenarios.ts).
@@ -271,6 +271,28 @@ describe('formats', () => {
     expect([...positions].sort((a, b) => a - b)).toEqual(positions);
     expect(md).toMatch(/\| sessions active before the deploy that kept working after it \| 2 \/ 3 \| 66\.7% \| 13\.5% \| \d+ \|/);
     expect(md).toContain('`continuity query refused_misses --param t_to=');
+  });
+
+  it('html reads like the markdown: summary line as the heading, each gate with threshold and evidence, bounds, next steps', async () => {
+    const r = await canary('fail', 'v2');
+    const html = renderCanaryHtml(r);
+    const h1 = /<h1 class="fail">([^<]*)<\/h1>/.exec(html);
+    expect(h1?.[1]).toMatch(/^FAIL · deploy boot-fail-16\.9 \(service fail, release v2\) · window .+ · 4 of 5 gates failed$/);
+    expect(html.indexOf('<h1')).toBeLessThan(html.indexOf('<h2>Gates</h2>'));
+    for (const g of r.gates) {
+      const section = new RegExp(`<section id="gate-${g.id}">[\\s\\S]*?</section>`).exec(html)?.[0] ?? '';
+      expect(section, g.id).toContain(`Threshold: ${escapeHtml(g.threshold)}.`);
+      expect(section, g.id).toContain('Evidence: ');
+      expect(section, g.id).toMatch(/Read from: <code>\w+<\/code>/);
+    }
+    const order = ['<h2>Gates</h2>', '<section id="gate-proxy_5xx_in_gap">', '<h2>Success proportions', '<h2>What to look at next</h2>'];
+    const positions = order.map((x) => html.indexOf(x));
+    expect(positions.every((p) => p >= 0)).toBe(true);
+    expect([...positions].sort((a, b) => a - b)).toEqual(positions);
+    expect(html).toMatch(/<td>sessions active before the deploy that kept working after it<\/td><td>2 \/ 3<\/td><td>66\.7%<\/td><td>13\.5%<\/td>/);
+    const next = /<h2>What to look at next<\/h2><ol>([\s\S]*?)<\/ol>/.exec(html)?.[1] ?? '';
+    expect((next.match(/<li>/g) ?? []).length).toBe(r.next.length);
+    expect(next).toContain('<code>continuity query refused_misses --param t_to=');
   });
 
   it('CANNOT EVALUATE leads the summary line and says why', async () => {
