@@ -15,5 +15,5 @@ export { classifyUpstreamError } from './caddy/upstream.ts';
 export type { UpstreamErrorClass } from './caddy/upstream.ts';
 export { DEFAULT_MAX_LINE_BYTES, readLines } from './caddy/line-reader.ts';
 export type { LineHandler, ReadLinesOptions, ReadLinesResult, ReadProgress } from './caddy/line-reader.ts';
-export { createMcpCollector, logRecordToEvent } from './mcp/index.ts';
+export { createMcpCollector, logRecordToEvent, logRecordToEvents } from './mcp/index.ts';
 export type { McpCollector, McpCollectorOptions, CollectorCounters, OtelAttributes, LogRecordInput } from './mcp/index.ts';

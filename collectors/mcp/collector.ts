@@ -1,9 +1,8 @@
 import { EventEmitter } from 'node:events';
 import { ServerResponse, type IncomingMessage } from 'node:http';
 import { hostname } from 'node:os';
-import type { Logger } from '@opentelemetry/api-logs';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchLogRecordProcessor, LoggerProvider, type LogRecordExporter } from '@opentelemetry/sdk-logs';
+import type { LogRecordExporter } from '@opentelemetry/sdk-logs';
 import type { FastifyPluginCallback } from 'fastify';
 import { z } from 'zod';
 import { ContinuityError, createKeyedHasher, type KeyedHasher } from '../../core/index.ts';
@@ -22,14 +21,17 @@ import {
   type RequestSummary,
   type ResponseFindings,
 } from './inspect.ts';
-import { eventAttributes } from './log-record.ts';
+import { eventAttributes, type AttributeValue } from './log-record.ts';
 import {
-  BoundedQueueProcessor,
-  CountingExporter,
+  createExporterSink,
   createOtlpExporter,
+  createOtlpJsonSink,
   createPipelineCounters,
+  ExportQueue,
   type OtlpOptions,
+  type OutRecord,
   type PipelineCounters,
+  type RecordSink,
 } from './pipeline.ts';
 import {
   ATTR_CONTINUITY_BOOT_ID,
@@ -37,7 +39,11 @@ import {
   ATTR_SERVICE_INSTANCE_ID,
   ATTR_SERVICE_NAME,
   ATTR_SERVICE_VERSION,
+  ATTR_SETTLED_PROTOCOL_VERSION,
+  attributeForField,
+  EXCHANGE_EVENT_NAME,
   EXTRA_BATCH_SIZE,
+  EXTRA_REQUEST_BODY_TRUNCATED,
   EXTRA_BODY_TRUNCATED,
   EXTRA_IN_FLIGHT_STREAMS,
   EXTRA_REASON_SOURCE,
@@ -212,47 +218,96 @@ interface SessionInfo {
   clientVersion: string;
   protocolVersion: string;
   /** Why the server dropped it, when known (lifecycle record or an observed DELETE). */
-  cause?: RefusedReasonValue;
+  cause?: RefusedReasonValue | undefined;
 }
 
-/** Per-request state. Raw identifiers are hashed on arrival and never stored. */
-interface Exchange {
-  readonly arrivalId: string;
-  readonly startUs: number;
-  readonly startMs: number;
-  readonly req: IncomingMessage;
-  readonly res: ServerResponse;
-  readonly httpMethod: string;
+/** What a settled exchange's settlement says (computed when it settles; written at export). */
+interface Settled {
+  readonly status: number;
+  readonly outcome: string;
+  readonly errorType: string;
+  readonly rpcStatusCode: string;
+  readonly durationMs: number;
+  readonly resolution: SessionResolutionValue;
+  readonly mintedSessionKey: string;
+  /** The settlement's session key: the request's, else the minted one. */
   readonly sessionKey: string;
-  readonly hasCredential: boolean;
-  readonly userAgent: string;
-  readonly headerProtocol: string;
-  readonly headerMethod: string;
-  readonly headerName: string;
-  readonly isStream: boolean;
-  reqTap: JsonBodyTap | undefined;
-  summary: RequestSummary;
-  summarized: boolean;
-  arrivalEmitted: boolean;
-  settled: boolean;
-  headSeen: boolean;
-  status: number;
-  responseSessionKey: string;
-  wwwAuthenticate: string[];
-  bodyKind: BodyKind;
-  jsonTap: JsonBodyTap | undefined;
-  sseTap: SseBodyTap | undefined;
-  findings: ResponseFindings;
-  annotation: RequestAnnotation;
-  cancelled: boolean;
-  principalKey: string;
-  requestIdKey: string;
-  /** The methods the taps replaced (called through, unchanged). */
-  originalEmit: IncomingMessage['emit'] | undefined;
-  originalWriteHead: ServerResponse['writeHead'] | undefined;
-  originalWrite: ServerResponse['write'] | undefined;
-  originalEnd: ServerResponse['end'] | undefined;
+  /** The settlement's protocol version (the negotiated one of an `initialize` answer first). */
+  readonly protocolVersion: string;
+  readonly truncated: boolean;
 }
+
+/**
+ * Per-request state; it is also what waits in the export queue, so nothing is
+ * built for the record until export time. Raw session ids are hashed on
+ * arrival; principals when first needed. The arrival id (UUIDv7) is drawn when
+ * first asked for: by the application (`arrivalIdOf`) or at export.
+ */
+class Exchange {
+  arrivalId = '';
+  req: IncomingMessage | undefined;
+  res: ServerResponse | undefined;
+  reqTap: JsonBodyTap | undefined = undefined;
+  summary: RequestSummary = emptySummary();
+  summarized = false;
+  /** The arrival record went out on its own (the request was open at an export). */
+  arrivalQueued = false;
+  settled = false;
+  headSeen = false;
+  status = 0;
+  responseSessionKey = '';
+  wwwAuthenticate: unknown = undefined;
+  bodyKind: BodyKind = 'skip';
+  jsonTap: JsonBodyTap | undefined = undefined;
+  sseTap: SseBodyTap | undefined = undefined;
+  findings: ResponseFindings | undefined = undefined;
+  annotation: RequestAnnotation | undefined = undefined;
+  cancelled = false;
+  principalKey = '';
+  principalResolved = false;
+  requestIdKey = '';
+  settlement: Settled | undefined = undefined;
+  /** The methods the taps replaced (called through, unchanged). */
+  originalEmit: IncomingMessage['emit'] | undefined = undefined;
+  originalWriteHead: ServerResponse['writeHead'] | undefined = undefined;
+  originalWrite: ServerResponse['write'] | undefined = undefined;
+  originalEnd: ServerResponse['end'] | undefined = undefined;
+
+  constructor(
+    req: IncomingMessage,
+    res: ServerResponse,
+    /** `performance.now()` at arrival, ms. */
+    readonly startMs: number,
+    readonly httpMethod: string,
+    readonly sessionKey: string,
+    readonly hasCredential: boolean,
+    /** Raw header values, cut to length at export. */
+    readonly userAgent: string,
+    readonly headerProtocol: string,
+    readonly headerMethod: string,
+    readonly headerName: string,
+  ) {
+    this.req = req;
+    this.res = res;
+  }
+
+  get isStream(): boolean {
+    return this.httpMethod === 'GET';
+  }
+}
+
+/** A queued application event (boot, shutdown, session_refused, auth_challenge, remint, lifecycle, cap snapshot), kept as contract fields. */
+interface QueuedEvent {
+  readonly event: Record<string, unknown>;
+  readonly tsUs: number;
+}
+
+/** An arrival record of a request that was still open at an export. */
+interface QueuedArrival {
+  readonly arrivalOf: Exchange;
+}
+
+type QueueItem = Exchange | QueuedEvent | QueuedArrival;
 
 /** Insertion-ordered map that forgets its oldest entry when full. */
 class BoundedMap<K, V> {
@@ -347,17 +402,21 @@ const LIFECYCLE_CAUSE: Partial<Record<LifecycleActionValue, RefusedReasonValue>>
 
 const NO_BODY_METHODS = new Set(['GET', 'HEAD', 'DELETE', 'OPTIONS']);
 
+
+const TIME_ORIGIN_MS = performance.timeOrigin;
+
+/** µs since the Unix epoch of a `performance.now()` reading. */
+function epochMicros(perfMs: number): number {
+  return Math.round((TIME_ORIGIN_MS + perfMs) * 1000);
+}
+
 function nowMicros(): number {
-  return Math.round((performance.timeOrigin + performance.now()) * 1000);
+  return epochMicros(performance.now());
 }
 
-function hrTime(us: number): [number, number] {
-  return [Math.floor(us / 1e6), (us % 1e6) * 1000];
-}
-
-function header(value: string | string[] | number | undefined): string {
-  if (Array.isArray(value)) return value[0] ?? '';
-  return value === undefined ? '' : String(value);
+function header(value: unknown): string {
+  if (Array.isArray(value)) return value.length > 0 ? String(value[0]) : '';
+  return value === undefined || value === null ? '' : String(value);
 }
 
 function headerList(value: unknown): string[] {
@@ -365,20 +424,43 @@ function headerList(value: unknown): string[] {
   return value === undefined || value === null ? [] : [String(value)];
 }
 
-/** Lower-cased response headers: those set with setHeader plus those passed to writeHead. */
-function responseHeaders(res: ServerResponse, passed: unknown): Map<string, unknown> {
-  const out = new Map<string, unknown>();
-  for (const [k, v] of Object.entries(res.getHeaders())) out.set(k.toLowerCase(), v);
+/** The response headers the collector reads: those passed to writeHead win over those set with setHeader. */
+interface HeadFacts {
+  sessionId: unknown;
+  wwwAuthenticate: unknown;
+  contentType: unknown;
+  contentEncoding: unknown;
+}
+
+function noteHeader(facts: HeadFacts, name: string, value: unknown): void {
+  // Only four names matter: compare lengths before lower-casing.
+  const n = name.length;
+  if (n !== 14 && n !== 16 && n !== 12) return;
+  const lower = name.toLowerCase();
+  if (lower === 'mcp-session-id') facts.sessionId = value;
+  else if (lower === 'www-authenticate') facts.wwwAuthenticate = value;
+  else if (lower === 'content-type') facts.contentType = value;
+  else if (lower === 'content-encoding') facts.contentEncoding = value;
+}
+
+/** Reads the headers of a `writeHead(status, [message], headers)` call (object, `[name, value]` pairs or a flat raw list) over those already set. */
+function headFacts(res: ServerResponse, passed: unknown): HeadFacts {
+  const facts: HeadFacts = {
+    sessionId: res.getHeader('mcp-session-id'),
+    wwwAuthenticate: res.getHeader('www-authenticate'),
+    contentType: res.getHeader('content-type'),
+    contentEncoding: res.getHeader('content-encoding'),
+  };
   if (Array.isArray(passed)) {
     if (passed.length > 0 && Array.isArray(passed[0])) {
-      for (const pair of passed as unknown[][]) if (typeof pair[0] === 'string') out.set(pair[0].toLowerCase(), pair[1]);
+      for (const pair of passed as unknown[][]) if (typeof pair[0] === 'string') noteHeader(facts, pair[0], pair[1]);
     } else {
-      for (let i = 0; i + 1 < passed.length; i += 2) if (typeof passed[i] === 'string') out.set((passed[i] as string).toLowerCase(), passed[i + 1]);
+      for (let i = 0; i + 1 < passed.length; i += 2) if (typeof passed[i] === 'string') noteHeader(facts, passed[i] as string, passed[i + 1]);
     }
   } else if (typeof passed === 'object' && passed !== null) {
-    for (const [k, v] of Object.entries(passed)) out.set(k.toLowerCase(), v);
+    for (const k in passed) noteHeader(facts, k, (passed as Record<string, unknown>)[k]);
   }
-  return out;
+  return facts;
 }
 
 function defaultPrincipalOf(req: IncomingMessage): string | undefined {
@@ -390,21 +472,53 @@ function configError(detail: string, issues?: unknown): ContinuityError {
   return new ContinuityError('CONT_ERR_CONFIG', `collectors/mcp: ${detail}`, issues === undefined ? {} : { details: { issues } });
 }
 
+/** Sets `name` unless the value is empty (the contract defaults empty strings back). */
+function put(attributes: Record<string, AttributeValue>, name: string, value: string | number | boolean | undefined): void {
+  if (value !== undefined && value !== '') attributes[name] = value;
+}
+
+/** Record attribute names of the contract fields the collector writes per request (DESIGN §3 mapping, semconv.ts). */
+const A = {
+  eventId: attributeForField('event_id'),
+  source: attributeForField('source'),
+  protocolVersion: attributeForField('protocol_version'),
+  sessionKey: attributeForField('session_key'),
+  principalKey: attributeForField('principal_key'),
+  clientName: attributeForField('client_name'),
+  clientVersion: attributeForField('client_version'),
+  userAgent: attributeForField('user_agent'),
+  arrivalId: attributeForField('arrival_id'),
+  httpMethod: attributeForField('http_method'),
+  mcpMethod: attributeForField('mcp_method'),
+  jsonrpcId: attributeForField('jsonrpc_id'),
+  toolName: attributeForField('tool_name'),
+  hasCredential: attributeForField('has_credential'),
+  httpStatus: attributeForField('http_status'),
+  outcome: attributeForField('outcome'),
+  errorType: attributeForField('error_type'),
+  rpcStatusCode: attributeForField('rpc_status_code'),
+  durationMs: attributeForField('duration_ms'),
+  sessionResolution: attributeForField('session_resolution'),
+  mintedSessionKey: attributeForField('minted_session_key'),
+} as const;
+
 /**
  * Creates the MCP server-side collector (DESIGN §2–3): it observes Streamable
  * HTTP exchanges of an MCP server built on @modelcontextprotocol/sdk (node:http,
  * Express or fastify host) and emits contract events as OpenTelemetry log records
- * (event name = `event_type`) through a BatchLogRecordProcessor to OTLP/HTTP.
+ * (event name = `event_type`) in batches to OTLP/HTTP (or any `LogRecordExporter`).
  *
- * Emits `boot` immediately. Per request: `arrival`; on response end or connection
- * close `settlement`, plus `session_refused` for a refused miss and
- * `auth_challenge` for 401/403. See README.md for what each field holds and how
- * the SDK's own answers are detected.
+ * Emits `boot` immediately. Per request: `arrival` and `settlement` — as one
+ * `exchange` record when the request settled before the next export, else an
+ * `arrival` record at the export that found it open and a `settlement` record
+ * later (README "Records on the wire") — plus `session_refused` for a refused
+ * miss and `auth_challenge` for 401/403.
  *
  * Guarantees: hooks never throw into the host and never block (errors are
  * counted in `internal_errors`); the export queue is bounded by
  * `batch.maxQueueSize` with counted drops; session ids and principals are keyed
- * hashes before any record is created.
+ * hashes before any record is created; records are built at export time, off
+ * the request path.
  *
  * @throws ContinuityError `CONT_ERR_CONFIG` at creation when options are invalid
  *   (missing/short hash key, missing service name, bad numbers or URL). Nothing
@@ -455,14 +569,6 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     }
   };
 
-  const exporter = new CountingExporter(options.exporter ?? createOtlpExporter(o.otlp), pipeline);
-  const batch = new BatchLogRecordProcessor({
-    exporter,
-    maxQueueSize,
-    maxExportBatchSize: Math.min(o.batch?.maxExportBatchSize ?? 512, maxQueueSize),
-    scheduledDelayMillis: o.batch?.scheduledDelayMillis ?? 1000,
-    exportTimeoutMillis: o.batch?.exportTimeoutMillis ?? 30_000,
-  });
   const resourceAttributes: Record<string, string> = {
     [ATTR_SERVICE_NAME]: o.service.name,
     [ATTR_SERVICE_INSTANCE_ID]: o.service.instanceId ?? hostname(),
@@ -470,11 +576,14 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   };
   if (o.service.version) resourceAttributes[ATTR_SERVICE_VERSION] = o.service.version;
   if (o.service.environment) resourceAttributes[ATTR_DEPLOYMENT_ENVIRONMENT_NAME] = o.service.environment;
-  const provider = new LoggerProvider({
-    resource: resourceFromAttributes(resourceAttributes),
-    processors: [new BoundedQueueProcessor(batch, maxQueueSize, pipeline)],
-  });
-  const logger: Logger = provider.getLogger(INSTRUMENTATION_SCOPE, CONTRACT_VERSION);
+  const origin = { resource: resourceFromAttributes(resourceAttributes), scope: { name: INSTRUMENTATION_SCOPE, version: CONTRACT_VERSION } };
+  // The default OTLP/JSON path writes records straight into the request body; any
+  // other exporter (tests, embedded mode, protobuf) gets OpenTelemetry ReadableLogRecords.
+  const sink: RecordSink = options.exporter
+    ? createExporterSink(options.exporter, origin)
+    : o.otlp?.encoding === 'protobuf'
+      ? createExporterSink(createOtlpExporter(o.otlp), origin)
+      : createOtlpJsonSink(o.otlp ?? {}, origin);
 
   let state: 'running' | 'draining' | 'closed' = 'running';
   // Each observed request and response carries its exchange under a symbol of
@@ -488,20 +597,19 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   const sessions = new BoundedMap<string, SessionInfo>(o.maxTrackedSessions ?? 16_384);
   let drainWaiter: (() => void) | undefined;
 
-  const emitEvent = (event: Record<string, unknown>, tsUs: number) => {
-    if (state === 'closed') return;
-    try {
-      logger.emit({ eventName: String(event.event_type), timestamp: hrTime(tsUs), attributes: eventAttributes(event) });
-    } catch (err) {
-      internal(err);
+  const arrivalIdOf = (ex: Exchange): string => {
+    if (!ex.arrivalId) {
+      ex.arrivalId = newId();
+      if (!ex.settled) byArrival.set(ex.arrivalId, ex);
     }
+    return ex.arrivalId;
   };
 
   const principalKeyOf = (ex: Exchange): string => {
-    if (ex.principalKey) return ex.principalKey;
+    if (ex.principalKey || !ex.req) return ex.principalKey;
     let raw: string | undefined;
     try {
-      raw = ex.annotation.principal ?? principalOf(ex.req);
+      raw = ex.annotation?.principal ?? principalOf(ex.req);
     } catch (err) {
       internal(err);
     }
@@ -509,42 +617,100 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     return ex.principalKey;
   };
 
-  const envelope = (ex: Exchange, sessionKey: string, protocolVersion?: string) => {
+  /** The arrival's protocol version: the request header, the `initialize` request's, else the session's. */
+  const arrivalProtocol = (ex: Exchange, info: SessionInfo | undefined): string =>
+    (ex.headerProtocol || ex.summary.protocolVersion || info?.protocolVersion || '').slice(0, 32);
+
+  /** The record of one request: `arrival` (still open), `exchange` (arrival + settlement) or `settlement` (its arrival went out before). */
+  const renderExchange = (ex: Exchange, kind: 'arrival' | 'exchange' | 'settlement'): OutRecord => {
+    const st = ex.settlement;
+    const s = ex.summary;
+    const session = kind === 'settlement' && st ? st.sessionKey : ex.sessionKey;
+    const info = session ? sessions.get(session) : undefined;
+    const arrivalId = arrivalIdOf(ex);
+    const a: Record<string, AttributeValue> = {};
+    a[A.eventId] = kind === 'arrival' ? arrivalId : newId();
+    a[A.source] = 'server';
+    const protocol = kind === 'settlement' && st ? st.protocolVersion : arrivalProtocol(ex, info);
+    put(a, A.protocolVersion, protocol);
+    put(a, A.sessionKey, session);
+    put(a, A.principalKey, principalKeyOf(ex));
+    put(a, A.clientName, s.clientName || info?.clientName);
+    put(a, A.clientVersion, s.clientVersion || info?.clientVersion);
+    put(a, A.userAgent, ex.userAgent.length > 1024 ? ex.userAgent.slice(0, 1024) : ex.userAgent);
+    a[A.arrivalId] = arrivalId;
+    if (kind !== 'settlement') {
+      const method = s.method || ex.headerMethod;
+      put(a, A.httpMethod, ex.httpMethod);
+      put(a, A.mcpMethod, method);
+      put(a, A.jsonrpcId, s.id);
+      put(a, A.toolName, s.toolName || (method === 'tools/call' ? ex.headerName : ''));
+      a[A.hasCredential] = ex.hasCredential;
+      if (s.batchSize > 1) a[EXTRA_BATCH_SIZE] = String(s.batchSize);
+      if (ex.reqTap?.truncated) a[kind === 'arrival' ? EXTRA_BODY_TRUNCATED : EXTRA_REQUEST_BODY_TRUNCATED] = 'true';
+    }
+    if (kind !== 'arrival' && st) {
+      a[A.httpStatus] = st.status;
+      a[A.outcome] = st.outcome;
+      put(a, A.errorType, st.errorType);
+      put(a, A.rpcStatusCode, st.rpcStatusCode);
+      a[A.durationMs] = st.durationMs;
+      a[A.sessionResolution] = st.resolution;
+      put(a, A.mintedSessionKey, st.mintedSessionKey);
+      if (st.truncated) a[EXTRA_BODY_TRUNCATED] = 'true';
+      if (kind === 'exchange' && st.protocolVersion !== protocol) a[ATTR_SETTLED_PROTOCOL_VERSION] = st.protocolVersion;
+    }
+    const startUs = epochMicros(ex.startMs);
+    const tsUs = kind === 'settlement' && st ? startUs + Math.max(0, Math.round(st.durationMs * 1000)) : startUs;
+    return { eventName: kind === 'exchange' ? EXCHANGE_EVENT_NAME : kind, tsUs, attributes: a };
+  };
+
+  const render = (item: QueueItem): OutRecord | undefined => {
+    if (item instanceof Exchange) return renderExchange(item, item.arrivalQueued ? 'settlement' : 'exchange');
+    if ('arrivalOf' in item) return renderExchange(item.arrivalOf, 'arrival');
+    return { eventName: String(item.event.event_type), tsUs: item.tsUs, attributes: eventAttributes(item.event) };
+  };
+
+  /** Queues the arrival records of requests still open (their body read), so an arrival leaves the process even if it never settles. */
+  const queueOpenArrivals = () => {
+    if (state === 'closed') return;
+    for (const ex of open) {
+      if (ex.arrivalQueued || ex.settled || !ex.summarized) continue;
+      if (!queue.hasRoom()) return;
+      ex.arrivalQueued = queue.push({ arrivalOf: ex });
+    }
+  };
+
+  const queue = new ExportQueue<QueueItem>({
+    sink,
+    counters: pipeline,
+    maxQueueSize,
+    maxExportBatchSize: Math.min(o.batch?.maxExportBatchSize ?? 512, maxQueueSize),
+    scheduledDelayMillis: o.batch?.scheduledDelayMillis ?? 1000,
+    exportTimeoutMillis: o.batch?.exportTimeoutMillis ?? 30_000,
+    render,
+    beforeExport: queueOpenArrivals,
+    onError: internal,
+  });
+
+  const emitEvent = (event: Record<string, unknown>, tsUs: number) => {
+    if (state === 'closed') return;
+    queue.push({ event, tsUs });
+  };
+
+  /** Envelope fields of an application or refusal event about `ex`. */
+  const envelope = (ex: Exchange, sessionKey: string) => {
     const info = sessionKey ? sessions.get(sessionKey) : undefined;
     return {
       event_id: newId(),
       source: 'server',
-      protocol_version: (protocolVersion || ex.headerProtocol || ex.summary.protocolVersion || info?.protocolVersion || '').slice(0, 32),
+      protocol_version: arrivalProtocol(ex, info),
       session_key: sessionKey,
       principal_key: principalKeyOf(ex),
       client_name: ex.summary.clientName || info?.clientName || '',
       client_version: ex.summary.clientVersion || info?.clientVersion || '',
-      user_agent: ex.userAgent,
+      user_agent: ex.userAgent.slice(0, 1024),
     };
-  };
-
-  const emitArrival = (ex: Exchange) => {
-    if (ex.arrivalEmitted) return;
-    ex.arrivalEmitted = true;
-    const s = ex.summary;
-    const method = s.method || ex.headerMethod;
-    const attrs: Record<string, string> = {};
-    if (s.batchSize > 1) attrs[EXTRA_BATCH_SIZE] = String(s.batchSize);
-    if (ex.reqTap?.truncated) attrs[EXTRA_BODY_TRUNCATED] = 'true';
-    emitEvent(
-      {
-        event_type: 'arrival',
-        ...envelope(ex, ex.sessionKey),
-        arrival_id: ex.arrivalId,
-        http_method: ex.httpMethod,
-        mcp_method: method,
-        jsonrpc_id: s.id,
-        tool_name: s.toolName || (method === 'tools/call' ? ex.headerName : ''),
-        has_credential: ex.hasCredential,
-        attrs,
-      },
-      ex.startUs,
-    );
   };
 
   const useSummary = (ex: Exchange, body: unknown) => {
@@ -565,26 +731,29 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
 
   const finishRequestBody = (ex: Exchange) => {
     if (!ex.summarized) useSummary(ex, ex.reqTap && !ex.reqTap.truncated ? ex.reqTap.parse() : undefined);
-    emitArrival(ex);
   };
 
-  const onHead = (ex: Exchange, args: unknown[]) => {
-    const status = Number(args[0]);
-    ex.status = Number.isInteger(status) && status > 0 ? status : ex.res.statusCode;
-    const headers = responseHeaders(ex.res, typeof args[1] === 'string' ? args[2] : args[1]);
-    const sid = header(headers.get('mcp-session-id') as string | string[] | undefined);
+  const onHead = (ex: Exchange, res: ServerResponse, statusArg: unknown, passed: unknown) => {
+    const status = Number(statusArg);
+    ex.status = Number.isInteger(status) && status > 0 ? status : res.statusCode;
+    const h = headFacts(res, passed);
+    const sid = header(h.sessionId);
     if (sid) ex.responseSessionKey = hash(sid);
-    ex.wwwAuthenticate = headerList(headers.get('www-authenticate'));
+    ex.wwwAuthenticate = h.wwwAuthenticate;
     if (!ex.headSeen) {
       ex.headSeen = true;
-      ex.bodyKind = responseBodyKind(header(headers.get('content-type') as string | undefined), header(headers.get('content-encoding') as string | undefined));
+      ex.bodyKind = responseBodyKind(header(h.contentType), header(h.contentEncoding));
       if (ex.bodyKind === 'json') ex.jsonTap = new JsonBodyTap(maxInspectBytes);
-      else if (ex.bodyKind === 'sse') ex.sseTap = new SseBodyTap(maxInspectBytes, (m) => noteResponseMessage(ex.findings, m));
+      else if (ex.bodyKind === 'sse') {
+        const findings = (ex.findings = emptyFindings());
+        ex.sseTap = new SseBodyTap(maxInspectBytes, (m) => noteResponseMessage(findings, m));
+      }
     }
   };
 
-  const onBody = (ex: Exchange, chunk: unknown, encoding: unknown) => {
-    if (!ex.headSeen) onHead(ex, [ex.res.statusCode]);
+  const onBody = (ex: Exchange, res: ServerResponse, chunk: unknown, encoding: unknown) => {
+    if (ex.settled) return;
+    if (!ex.headSeen) onHead(ex, res, res.statusCode, undefined);
     if (chunk === undefined || chunk === null || typeof chunk === 'function') return;
     const enc = typeof encoding === 'string' ? encoding : undefined;
     if (ex.jsonTap) ex.jsonTap.write(chunk, enc);
@@ -602,25 +771,26 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   const settle = (ex: Exchange, finished: boolean) => {
     if (ex.settled) return;
     ex.settled = true;
-    const at = { us: nowMicros(), ms: performance.now() };
-    if (!ex.arrivalEmitted && !ex.req.readableEnded) {
+    const atMs = performance.now();
+    if (!ex.summarized && ex.req && !ex.req.readableEnded) {
       // The handler answered without reading the body (a session check or an
       // auth guard in front of the transport). Node dumps an unread body once the
       // response finishes; one event-loop turn lets the tap see it, so the arrival
       // still names the method of a refused miss. Without a body, headers decide.
-      setImmediate(() => completeSettlement(ex, finished, at));
-    } else completeSettlement(ex, finished, at);
+      setImmediate(() => completeSettlement(ex, finished, atMs));
+    } else completeSettlement(ex, finished, atMs);
   };
 
-  const completeSettlement = (ex: Exchange, finished: boolean, at: { us: number; ms: number }) => {
+  const completeSettlement = (ex: Exchange, finished: boolean, atMs: number) => {
     open.delete(ex);
-    byArrival.delete(ex.arrivalId);
+    if (ex.arrivalId) byArrival.delete(ex.arrivalId);
     if (ex.requestIdKey && byRequestId.get(ex.requestIdKey) === ex) byRequestId.delete(ex.requestIdKey);
     try {
-      if (!ex.arrivalEmitted) finishRequestBody(ex);
-      if (finished && ex.jsonTap) noteResponseMessage(ex.findings, ex.jsonTap.parse());
+      if (!ex.summarized) finishRequestBody(ex);
+      const findings = ex.findings ?? (ex.findings = emptyFindings());
+      if (finished && ex.jsonTap) noteResponseMessage(findings, ex.jsonTap.parse());
       if (finished && ex.sseTap) ex.sseTap.end();
-      ex.findings.truncated = Boolean(ex.jsonTap?.truncated || ex.sseTap?.truncated);
+      findings.truncated = Boolean(ex.jsonTap?.truncated || ex.sseTap?.truncated);
       const status = ex.headSeen ? ex.status : 0;
       const v = classifySettlement({
         finished,
@@ -629,88 +799,91 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
         responseSessionKey: ex.responseSessionKey,
         expectsResponse: ex.summary.expectsResponse,
         sse: ex.bodyKind === 'sse',
-        findings: ex.findings,
+        findings,
         cancelled: ex.cancelled,
       });
-      const resolution: SessionResolutionValue = v.refused ? 'refused' : (ex.annotation.sessionResolution ?? v.resolution);
+      const annotation = ex.annotation;
+      const resolution: SessionResolutionValue = v.refused ? 'refused' : (annotation?.sessionResolution ?? v.resolution);
       const settledSession = ex.sessionKey || v.mintedSessionKey;
       // Remember sessions this boot served, for refused-miss reasons and client info.
       if (v.mintedSessionKey) {
         sessions.set(v.mintedSessionKey, {
           clientName: ex.summary.clientName,
           clientVersion: ex.summary.clientVersion,
-          protocolVersion: ex.findings.protocolVersion || ex.summary.protocolVersion,
+          protocolVersion: findings.protocolVersion || ex.summary.protocolVersion,
         });
       }
       if (ex.sessionKey && status >= 200 && status < 300) {
         const info = sessions.get(ex.sessionKey) ?? { clientName: '', clientVersion: '', protocolVersion: ex.headerProtocol };
         // An observed DELETE explains a later refusal; any other success means the session is alive.
-        if (ex.httpMethod === 'DELETE') info.cause = 'deleted';
-        else delete info.cause;
+        info.cause = ex.httpMethod === 'DELETE' ? 'deleted' : undefined;
         sessions.set(ex.sessionKey, info);
       }
-      const attrs: Record<string, string> = {};
-      if (ex.findings.truncated) attrs[EXTRA_BODY_TRUNCATED] = 'true';
-      emitEvent(
-        {
-          event_type: 'settlement',
-          ...envelope(ex, settledSession, ex.findings.protocolVersion),
-          arrival_id: ex.arrivalId,
-          http_status: status,
-          outcome: v.outcome,
-          error_type: v.errorType,
-          rpc_status_code: v.rpcStatusCode,
-          duration_ms: Math.max(0, Math.round((at.ms - ex.startMs) * 1000) / 1000),
-          session_resolution: resolution,
-          minted_session_key: v.mintedSessionKey,
-          attrs,
-        },
-        at.us,
-      );
+      const settledInfo = settledSession ? sessions.get(settledSession) : undefined;
+      principalKeyOf(ex);
+      ex.settlement = {
+        status,
+        outcome: v.outcome,
+        errorType: v.errorType,
+        rpcStatusCode: v.rpcStatusCode,
+        durationMs: Math.max(0, Math.round((atMs - ex.startMs) * 1000) / 1000),
+        resolution,
+        mintedSessionKey: v.mintedSessionKey,
+        sessionKey: settledSession,
+        protocolVersion: (findings.protocolVersion || ex.headerProtocol || ex.summary.protocolVersion || settledInfo?.protocolVersion || '').slice(0, 32),
+        truncated: findings.truncated,
+      };
+      if (state !== 'closed') queue.push(ex, ex.arrivalQueued ? 1 : 2);
+      const atUs = epochMicros(atMs);
       if (v.refused) {
         let reason: RefusedReasonValue;
         let source: string;
         const info = ex.sessionKey ? sessions.get(ex.sessionKey) : undefined;
-        if (ex.annotation.refusedReason) [reason, source] = [ex.annotation.refusedReason, 'app'];
+        if (annotation?.refusedReason) [reason, source] = [annotation.refusedReason, 'app'];
         else if (!ex.sessionKey) [reason, source] = ['never_seen', 'inferred'];
         else if (!info) [reason, source] = ['unknown_after_boot', 'inferred'];
         else if (info.cause) [reason, source] = [info.cause, 'lifecycle'];
         else [reason, source] = ['evicted', 'inferred'];
         const refusedAttrs: Record<string, string> = { [EXTRA_REASON_SOURCE]: source };
-        const phrase = knownRefusalMessage(ex.findings.firstError?.message ?? '');
+        const phrase = knownRefusalMessage(findings.firstError?.message ?? '');
         if (phrase) refusedAttrs[EXTRA_RPC_MESSAGE] = phrase;
         emitEvent(
           {
             event_type: 'session_refused',
             ...envelope(ex, ex.sessionKey),
-            arrival_id: ex.arrivalId,
+            arrival_id: arrivalIdOf(ex),
             reason,
             http_status: status,
-            remint_eligible: ex.annotation.remintEligible ?? false,
+            remint_eligible: annotation?.remintEligible ?? false,
             attrs: refusedAttrs,
           },
-          at.us,
+          atUs,
         );
       }
       if (finished && (status === 401 || status === 403)) {
-        const c = classifyChallenge(status, ex.wwwAuthenticate, ex.hasCredential);
+        const c = classifyChallenge(status, headerList(ex.wwwAuthenticate), ex.hasCredential);
         emitEvent(
           {
             event_type: 'auth_challenge',
             ...envelope(ex, ex.sessionKey),
-            arrival_id: ex.arrivalId,
+            arrival_id: arrivalIdOf(ex),
             http_status: status,
             challenge_class: c.challenge_class,
             has_credential: ex.hasCredential,
             scope: c.scope.slice(0, 512),
             has_resource_metadata: c.has_resource_metadata,
           },
-          at.us,
+          atUs,
         );
       }
     } catch (err) {
       internal(err);
     }
+    // The record needs neither the request nor the response any more.
+    ex.req = undefined;
+    ex.res = undefined;
+    ex.jsonTap = undefined;
+    ex.sseTap = undefined;
     checkDrain();
   };
 
@@ -719,25 +892,28 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   // allocates no closures. They pass every argument through unchanged.
   const tappedEmit = function (this: IncomingMessage, event: string | symbol, chunk?: unknown): boolean {
     const ex = (this as Tapped)[EXCHANGE];
-    if (ex && !ex.arrivalEmitted && ex.reqTap) {
+    if (ex && !ex.summarized && ex.reqTap) {
       // Observing 'data' through emit sees every chunk whoever reads the stream
       // (listeners, read(), Readable.toWeb) without changing its flowing mode.
       try {
         if (event === 'data') {
           ex.reqTap.write(chunk, this.readableEncoding ?? undefined);
           if (ex.reqTap.truncated) finishRequestBody(ex);
-        } else if (event === 'end') finishRequestBody(ex);
+        } else if (event === 'end') {
+          finishRequestBody(ex);
+          queue.schedule();
+        }
       } catch (err) {
         internal(err);
       }
     }
     return ((ex?.originalEmit ?? EventEmitter.prototype.emit) as (...a: unknown[]) => boolean).apply(this, arguments as unknown as unknown[]);
   };
-  const tappedWriteHead = function (this: ServerResponse): ServerResponse {
+  const tappedWriteHead = function (this: ServerResponse, status?: unknown, reason?: unknown, headers?: unknown): ServerResponse {
     const ex = (this as Tapped)[EXCHANGE];
-    if (ex) {
+    if (ex && !ex.settled) {
       try {
-        onHead(ex, arguments as unknown as unknown[]);
+        onHead(ex, this, status, typeof reason === 'string' ? headers : reason);
       } catch (err) {
         internal(err);
       }
@@ -748,7 +924,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     const ex = (this as Tapped)[EXCHANGE];
     if (ex) {
       try {
-        onBody(ex, chunk, encoding);
+        onBody(ex, this, chunk, encoding);
       } catch (err) {
         internal(err);
       }
@@ -759,13 +935,14 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     const ex = (this as Tapped)[EXCHANGE];
     if (ex) {
       try {
-        onBody(ex, chunk, encoding);
+        onBody(ex, this, chunk, encoding);
       } catch (err) {
         internal(err);
       }
     }
     return ((ex?.originalEnd ?? ServerResponse.prototype.end) as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
   };
+  // Plain `on` listeners (not `once`, which wraps each in a new closure): settle is idempotent.
   function onFinish(this: ServerResponse): void {
     const ex = (this as Tapped)[EXCHANGE];
     if (ex) settle(ex, true);
@@ -775,92 +952,58 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     if (ex) settle(ex, this.writableFinished);
   }
 
-  const tapRequest = (ex: Exchange) => {
-    const req = ex.req;
-    ex.reqTap = new JsonBodyTap(maxInspectBytes);
-    ex.originalEmit = req.emit;
-    req.emit = tappedEmit as IncomingMessage['emit'];
-  };
-
-  const tapResponse = (ex: Exchange) => {
-    const res = ex.res;
-    ex.originalWriteHead = res.writeHead;
-    ex.originalWrite = res.write;
-    ex.originalEnd = res.end;
-    (res as Tapped)[EXCHANGE] = ex;
-    res.writeHead = tappedWriteHead as unknown as ServerResponse['writeHead'];
-    res.write = tappedWrite as unknown as ServerResponse['write'];
-    res.end = tappedEnd as unknown as ServerResponse['end'];
-    res.once('finish', onFinish);
-    res.once('close', onClose);
-  };
-
   const observe = (req: IncomingMessage, res: ServerResponse) => {
     guard(() => {
       if (state === 'closed' || exchangeOf(req) !== undefined || res.headersSent) return;
       if (include && !include(req)) return;
       const h = req.headers;
-      const rawSession = header(h['mcp-session-id']);
-      const method = (req.method ?? '').toUpperCase().slice(0, 16);
-      const ex: Exchange = {
-        arrivalId: newId(),
-        startUs: nowMicros(),
-        startMs: performance.now(),
+      const rawSession = h['mcp-session-id'];
+      const method = (req.method ?? '').toUpperCase();
+      const ex = new Exchange(
         req,
         res,
-        httpMethod: method,
-        sessionKey: rawSession ? hash(rawSession) : '',
-        hasCredential: h.authorization !== undefined,
-        userAgent: header(h['user-agent']).slice(0, 1024),
-        headerProtocol: header(h['mcp-protocol-version']).slice(0, 32),
-        headerMethod: header(h['mcp-method']).slice(0, 128),
-        headerName: header(h['mcp-name']).slice(0, 256),
-        isStream: method === 'GET',
-        reqTap: undefined,
-        summary: emptySummary(),
-        summarized: false,
-        arrivalEmitted: false,
-        settled: false,
-        headSeen: false,
-        status: 0,
-        responseSessionKey: '',
-        wwwAuthenticate: [],
-        bodyKind: 'skip',
-        jsonTap: undefined,
-        sseTap: undefined,
-        findings: emptyFindings(),
-        annotation: {},
-        cancelled: false,
-        principalKey: '',
-        requestIdKey: '',
-        originalEmit: undefined,
-        originalWriteHead: undefined,
-        originalWrite: undefined,
-        originalEnd: undefined,
-      };
+        performance.now(),
+        method.length <= 16 ? method : method.slice(0, 16),
+        rawSession === undefined ? '' : hash(header(rawSession)),
+        h.authorization !== undefined,
+        h['user-agent'] ?? '',
+        header(h['mcp-protocol-version']).slice(0, 32),
+        header(h['mcp-method']).slice(0, 128),
+        header(h['mcp-name']).slice(0, 256),
+      );
       (req as Tapped)[EXCHANGE] = ex;
       open.add(ex);
-      byArrival.set(ex.arrivalId, ex);
-      tapResponse(ex);
+      ex.originalWriteHead = res.writeHead;
+      ex.originalWrite = res.write;
+      ex.originalEnd = res.end;
+      (res as Tapped)[EXCHANGE] = ex;
+      res.writeHead = tappedWriteHead as unknown as ServerResponse['writeHead'];
+      res.write = tappedWrite as unknown as ServerResponse['write'];
+      res.end = tappedEnd as unknown as ServerResponse['end'];
+      res.on('finish', onFinish);
+      res.on('close', onClose);
       const parsedBody = (req as IncomingMessage & { body?: unknown }).body;
-      const length = h['content-length'];
-      const noBody = req.readableEnded || (h['transfer-encoding'] === undefined && (length !== undefined ? Number(length) === 0 : NO_BODY_METHODS.has(method)));
-      if (typeof parsedBody === 'object' && parsedBody !== null) {
-        useSummary(ex, parsedBody);
-        emitArrival(ex);
-      } else if (noBody) {
-        useSummary(ex, undefined);
-        emitArrival(ex);
-      } else tapRequest(ex);
+      if (typeof parsedBody === 'object' && parsedBody !== null) useSummary(ex, parsedBody);
+      else {
+        const length = h['content-length'];
+        const noBody = req.readableEnded || (h['transfer-encoding'] === undefined && (length !== undefined ? Number(length) === 0 : NO_BODY_METHODS.has(ex.httpMethod)));
+        if (noBody) useSummary(ex, undefined);
+        else {
+          ex.reqTap = new JsonBodyTap(maxInspectBytes);
+          ex.originalEmit = req.emit;
+          req.emit = tappedEmit as IncomingMessage['emit'];
+        }
+      }
+      // The arrival must leave the process even if the request never settles.
+      queue.schedule();
     });
   };
 
   const supplyBody = (req: IncomingMessage, body: unknown) => {
     guard(() => {
       const ex = exchangeOf(req);
-      if (!ex || ex.arrivalEmitted) return;
+      if (!ex || ex.summarized) return;
       useSummary(ex, body);
-      emitArrival(ex);
     });
   };
 
@@ -873,7 +1016,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
         return;
       }
       if (!ex) return;
-      Object.assign(ex.annotation, a.data);
+      ex.annotation = Object.assign(ex.annotation ?? {}, a.data);
       if (a.data.principal) ex.principalKey = hash(a.data.principal);
     });
   };
@@ -909,9 +1052,9 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       const ex = i.arrivalId ? byArrival.get(i.arrivalId) : input.req ? exchangeOf(input.req) : undefined;
       const stale = hash(i.staleSessionId);
       const replacement = hash(i.replacementSessionId);
-      if (ex && i.outcome !== 'failed' && !ex.annotation.sessionResolution) {
-        if (i.mode === 'alias') ex.annotation.sessionResolution = 'alias';
-        else if (i.mode === 'same_id_rebuild') ex.annotation.sessionResolution = 'rebuilt';
+      if (ex && i.outcome !== 'failed' && !ex.annotation?.sessionResolution) {
+        if (i.mode === 'alias') (ex.annotation ??= {}).sessionResolution = 'alias';
+        else if (i.mode === 'same_id_rebuild') (ex.annotation ??= {}).sessionResolution = 'rebuilt';
       }
       if (i.outcome !== 'failed') {
         const info = sessions.get(stale);
@@ -921,7 +1064,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
         {
           event_type: 'remint',
           ...appEnvelope(stale, i.principal, ex),
-          arrival_id: i.arrivalId ?? ex?.arrivalId ?? '',
+          arrival_id: i.arrivalId ?? (ex ? arrivalIdOf(ex) : ''),
           stale_session_key: stale,
           replacement_session_key: replacement,
           mode: i.mode,
@@ -1007,11 +1150,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
 
   const flush = async () => {
     if (state === 'closed') return;
-    try {
-      await provider.forceFlush();
-    } catch (err) {
-      internal(err);
-    }
+    await queue.flush();
   };
 
   const signalHandlers: Array<[NodeJS.Signals, () => void]> = [];
@@ -1043,7 +1182,8 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       const drainMs = performance.now() - started;
       guard(() => {
         // Arrivals whose body never completed are still worth recording before the process ends.
-        for (const ex of open) if (!ex.arrivalEmitted) finishRequestBody(ex);
+        for (const ex of open) finishRequestBody(ex);
+        queueOpenArrivals();
         const attrs: Record<string, string> = { [EXTRA_IN_FLIGHT_STREAMS]: String(streams) };
         if (timedOut) attrs[EXTRA_REQUESTED_REASON] = reason;
         emitEvent(
@@ -1062,7 +1202,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       state = 'closed';
       for (const [signal, handler] of signalHandlers) process.removeListener(signal, handler);
       signalHandlers.length = 0;
-      await withTimeout(provider.shutdown(), Math.max(0, opts.flushTimeoutMs ?? 5000));
+      await withTimeout(queue.shutdown(), Math.max(0, opts.flushTimeoutMs ?? 5000));
     })();
     return shutdownPromise;
   };
@@ -1111,7 +1251,8 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     observe,
     supplyBody,
     arrivalIdOf(req) {
-      return exchangeOf(req)?.arrivalId;
+      const ex = exchangeOf(req);
+      return ex ? arrivalIdOf(ex) : undefined;
     },
     annotate,
     recordRemint,

@@ -12,7 +12,7 @@ import Fastify from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKeyedHasher } from '../../core/index.ts';
 import { createMcpCollector, type McpCollector } from './collector.ts';
-import { fromReadableLogRecord, logRecordToEvent, type ContractEventInput } from './log-record.ts';
+import { fromReadableLogRecord, logRecordToEvents, type ContractEventInput } from './log-record.ts';
 import { createFixtureMcpServer, HASH_KEY, invalidEvents, KeepingExporter, postJson, type Gate } from './test-support/sdk-fixture.ts';
 
 const hash = createKeyedHasher(Buffer.from(HASH_KEY, 'hex'));
@@ -59,7 +59,7 @@ async function events(host: Host, predicate: (evs: ContractEventInput[]) => bool
   const deadline = Date.now() + 5000;
   for (;;) {
     await host.collector.flush();
-    const evs = host.exporter.getFinishedLogRecords().map((r) => logRecordToEvent(fromReadableLogRecord(r)));
+    const evs = host.exporter.getFinishedLogRecords().flatMap((r) => logRecordToEvents(fromReadableLogRecord(r)));
     if (predicate(evs) || Date.now() > deadline) return evs;
     await new Promise((r) => setTimeout(r, 20));
   }

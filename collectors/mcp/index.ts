@@ -24,7 +24,7 @@ export type {
 } from './collector.ts';
 export { classifySettlement, isRefusedMiss, knownRefusalMessage } from './classify.ts';
 export type { ExchangeFacts, SettlementOutcome, SettlementVerdict } from './classify.ts';
-export { eventAttributes, fromReadableLogRecord, logRecordToEvent, micros } from './log-record.ts';
+export { eventAttributes, fromReadableLogRecord, logRecordToEvent, logRecordToEvents, micros } from './log-record.ts';
 export type { AttributeValue, ContractEventInput, LogRecordInput, OtelAttributes, OtelTime, OtlpKeyValue } from './log-record.ts';
 export { createOtlpExporter, DEFAULT_OTLP_URL } from './pipeline.ts';
 export type { OtlpOptions, PipelineCounters } from './pipeline.ts';

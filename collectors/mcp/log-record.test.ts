@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseEvent } from '../../schema/index.ts';
-import { eventAttributes, logRecordToEvent, micros } from './log-record.ts';
+import { eventAttributes, logRecordToEvent, logRecordToEvents, micros } from './log-record.ts';
 import { attributeForField } from './semconv.ts';
 
 const KEY = '0123456789abcdef0123456789abcdef';
@@ -103,5 +103,57 @@ describe('micros', () => {
     expect(micros(new Date(1_500_000_000_123))).toBe(1_500_000_000_123_000);
     expect(micros(undefined)).toBe(0);
     expect(micros('soon')).toBe(0);
+  });
+});
+
+describe('logRecordToEvents', () => {
+  it('splits an exchange record into its arrival and settlement, both valid', () => {
+    const arrivalId = '0190a0b0-1234-7abc-8def-0123456789ac';
+    const [arrival, settlement, ...rest] = logRecordToEvents({
+      eventName: 'exchange',
+      timestamp: [1_767_225_600, 5_000],
+      attributes: {
+        'log.record.uid': '0190a0b0-1234-7abc-8def-0123456789ad',
+        'continuity.source': 'server',
+        'mcp.protocol.version': '2025-06-18',
+        'continuity.arrival_id': arrivalId,
+        'http.request.method': 'POST',
+        'mcp.method.name': 'initialize',
+        'jsonrpc.request.id': '0',
+        'continuity.has_credential': false,
+        'continuity.batch_size': '2',
+        'continuity.request_body_truncated': 'true',
+        'http.response.status_code': 200,
+        'continuity.outcome': 'ok',
+        'continuity.duration_ms': 1.5,
+        'continuity.session_resolution': 'new',
+        'continuity.minted_session_key': KEY,
+        'continuity.settled_protocol_version': '2025-11-25',
+        'continuity.body_truncated': 'true',
+        'x.other': 'kept',
+      },
+      resourceAttributes: { 'service.name': 'svc', 'continuity.boot_id': 'b1' },
+    });
+    expect(rest).toEqual([]);
+    expect(arrival).toMatchObject({ event_type: 'arrival', event_id: arrivalId, arrival_id: arrivalId, ts: 1_767_225_600_000_005, mcp_method: 'initialize', protocol_version: '2025-06-18', service: 'svc', boot_id: 'b1' });
+    expect(arrival!.attrs).toEqual({ 'continuity.batch_size': '2', 'continuity.body_truncated': 'true', 'x.other': 'kept' });
+    expect(arrival!.session_key).toBeUndefined();
+    expect(settlement).toMatchObject({
+      event_type: 'settlement',
+      event_id: '0190a0b0-1234-7abc-8def-0123456789ad',
+      arrival_id: arrivalId,
+      ts: 1_767_225_600_001_505,
+      http_status: 200,
+      session_key: KEY,
+      minted_session_key: KEY,
+      protocol_version: '2025-11-25',
+    });
+    expect(settlement!.attrs).toEqual({ 'continuity.body_truncated': 'true', 'x.other': 'kept' });
+    expect(settlement!.mcp_method).toBeUndefined();
+    for (const e of [arrival, settlement]) expect(parseEvent(e).ok).toBe(true);
+  });
+
+  it('maps any other record to one event', () => {
+    expect(logRecordToEvents({ eventName: 'boot', attributes: { 'process.pid': 1 } })).toHaveLength(1);
   });
 });

@@ -3,7 +3,12 @@ import { EVENT_SCHEMAS } from '../../schema/index.ts';
 import {
   ATTR_EVENT_NAME_LEGACY,
   ATTR_MCP_REQUEST_ID_LEGACY,
+  ATTR_SETTLED_PROTOCOL_VERSION,
   CONTINUITY_PREFIX,
+  EXCHANGE_EVENT_NAME,
+  EXTRA_BATCH_SIZE,
+  EXTRA_BODY_TRUNCATED,
+  EXTRA_REQUEST_BODY_TRUNCATED,
   FIELD_ATTRIBUTES,
   RESOURCE_FIELDS,
   attributeForField,
@@ -186,6 +191,66 @@ export function logRecordToEvent(record: LogRecordInput): ContractEventInput {
   if (out.source === undefined && kinds?.has('source')) out.source = 'server';
   if (Object.keys(attrs).length > 0) out.attrs = attrs;
   return out;
+}
+
+/**
+ * Maps one log record to the contract events it carries: one, or two for an
+ * `exchange` record (the collector's encoding of a request that settled before
+ * its arrival was exported — README "Records on the wire"):
+ *
+ * - `arrival`: the record's envelope and arrival fields; `event_id` = `arrival_id`
+ *   (one arrival per arrival id; the collector writes separate arrival records
+ *   with that id too); `ts` = the record's time; attrs `continuity.batch_size`,
+ *   and `continuity.request_body_truncated` as `continuity.body_truncated`.
+ * - `settlement`: `event_id` = the record's `log.record.uid`; `ts` = the record's
+ *   time + `duration_ms`; `session_key` = the request's, else the minted one;
+ *   `protocol_version` = `continuity.settled_protocol_version` when present; attrs
+ *   `continuity.body_truncated` (the response's).
+ *
+ * Other attributes that neither contract type knows go to both events' attrs. Pure; never throws.
+ */
+export function logRecordToEvents(record: LogRecordInput): ContractEventInput[] {
+  if (record.eventName !== EXCHANGE_EVENT_NAME) return [logRecordToEvent(record)];
+  const arrival = logRecordToEvent({ ...record, eventName: 'arrival' });
+  const settlement = logRecordToEvent({ ...record, eventName: 'settlement' });
+  const arrivalKinds = fieldKinds('arrival')!;
+  const settlementKinds = fieldKinds('settlement')!;
+  if (arrival.arrival_id !== undefined) arrival.event_id = arrival.arrival_id;
+  const duration = typeof settlement.duration_ms === 'number' ? settlement.duration_ms : 0;
+  if (typeof settlement.ts === 'number' && Number.isFinite(duration)) settlement.ts = settlement.ts + Math.max(0, Math.round(duration * 1000));
+  if (settlement.session_key === undefined && settlement.minted_session_key !== undefined) settlement.session_key = settlement.minted_session_key;
+  const attrs = (arrival.attrs ?? {}) as Record<string, string>;
+  const settled = attrs[ATTR_SETTLED_PROTOCOL_VERSION];
+  if (settled !== undefined) settlement.protocol_version = settled;
+  const arrivalAttrs: Record<string, string> = {};
+  const settlementAttrs: Record<string, string> = {};
+  for (const [key, value] of Object.entries(attrs)) {
+    if (key === ATTR_SETTLED_PROTOCOL_VERSION) continue;
+    if (key === EXTRA_REQUEST_BODY_TRUNCATED) arrivalAttrs[EXTRA_BODY_TRUNCATED] = value;
+    else if (key === EXTRA_BATCH_SIZE) arrivalAttrs[key] = value;
+    else if (key !== EXTRA_BODY_TRUNCATED) {
+      // Attributes of settlement fields are not the arrival's.
+      const field = fieldOfAttribute(key);
+      if (!(field && settlementKinds.has(field))) arrivalAttrs[key] = value;
+    }
+  }
+  const sAttrs = (settlement.attrs ?? {}) as Record<string, string>;
+  for (const [key, value] of Object.entries(sAttrs)) {
+    const field = fieldOfAttribute(key);
+    if (field && arrivalKinds.has(field)) continue;
+    if (key === ATTR_SETTLED_PROTOCOL_VERSION || key === EXTRA_REQUEST_BODY_TRUNCATED || key === EXTRA_BATCH_SIZE) continue;
+    settlementAttrs[key] = value;
+  }
+  if (Object.keys(arrivalAttrs).length > 0) arrival.attrs = arrivalAttrs;
+  else delete arrival.attrs;
+  if (Object.keys(settlementAttrs).length > 0) settlement.attrs = settlementAttrs;
+  else delete settlement.attrs;
+  return [arrival, settlement];
+}
+
+/** The contract field an attribute name stands for, if any. */
+function fieldOfAttribute(name: string): string | undefined {
+  return ATTRIBUTE_FIELDS.get(name) ?? (name.startsWith(CONTINUITY_PREFIX) ? name.slice(CONTINUITY_PREFIX.length) : undefined);
 }
 
 /**

@@ -1,20 +1,28 @@
 import { createRequire } from 'node:module';
 import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-http';
-import type { LogRecordExporter, LogRecordProcessor, ReadWriteLogRecord, ReadableLogRecord } from '@opentelemetry/sdk-logs';
+import type { Resource } from '@opentelemetry/resources';
+import type { LogRecordExporter, ReadableLogRecord } from '@opentelemetry/sdk-logs';
 import { ContinuityError } from '../../core/index.ts';
+import type { AttributeValue } from './log-record.ts';
 
 /**
- * The export side of the collector, split the OpenTelemetry way: the SDK's
- * BatchLogRecordProcessor batches; {@link BoundedQueueProcessor} in front of it
- * enforces the queue bound and counts drops; {@link CountingExporter} around the
- * exporter counts what was sent and what failed. Nothing here retries on its own
- * (the OTLP exporter's bounded retry within its timeout is the only retry).
+ * The export side of the collector, split the OpenTelemetry way: {@link ExportQueue}
+ * is the processor (bounded queue, batch size, flush interval, drop counter); a
+ * {@link RecordSink} only sends one batch and reports the result. Nothing here
+ * retries on its own (the OTLP/HTTP transport's bounded retry within its timeout
+ * is the only retry).
+ *
+ * What sits in the queue is the collector's own compact per-request state, not
+ * log records: a record (attribute map and then OTLP/JSON text) is built only at
+ * export time, in batches, off the request path.
  */
 
-/** Export counters, all monotonic except `queued` and `exporting`. Units: log records, except `export_failures` (export calls). */
+/** Export counters, all monotonic except `queued` and `exporting`. Units: log records, except `export_failures` (export calls) and `emitted_events`. */
 export interface PipelineCounters {
   /** Records the collector produced. */
   emitted: number;
+  /** Contract events those records carry (an `exchange` record carries two: arrival and settlement). */
+  emitted_events: number;
   /** Records refused because the queue held `maxQueueSize` records. */
   dropped: number;
   /** Records the exporter reported as delivered. */
@@ -31,93 +39,225 @@ export interface PipelineCounters {
 
 /** A fresh counter set. Invariant: emitted = dropped + queued + exporting + exported + failed_records. */
 export function createPipelineCounters(): PipelineCounters {
-  return { emitted: 0, dropped: 0, exported: 0, export_failures: 0, failed_records: 0, queued: 0, exporting: 0 };
+  return { emitted: 0, emitted_events: 0, dropped: 0, exported: 0, export_failures: 0, failed_records: 0, queued: 0, exporting: 0 };
 }
 
-type ExportCallback = Parameters<LogRecordExporter['export']>[1];
-type EmitContext = Parameters<LogRecordProcessor['onEmit']>[1];
-type ExportResult = Parameters<ExportCallback>[0];
-/** `ExportResultCode.SUCCESS` / `FAILED` of @opentelemetry/core (numeric enum). */
-const EXPORT_SUCCESS = 0;
-const EXPORT_FAILED = 1 as ExportResult['code'];
+/** One log record as the queue hands it to a sink. */
+export interface OutRecord {
+  /** `LogRecord.eventName`: the contract `event_type` (or `exchange`, see log-record.ts). */
+  readonly eventName: string;
+  /** Event time, µs since the Unix epoch (UTC). */
+  readonly tsUs: number;
+  readonly attributes: Readonly<Record<string, AttributeValue>>;
+}
 
-/**
- * Wraps an exporter to count delivered and failed records. Calls the wrapped
- * exporter's callback exactly once per export; a synchronous throw from the
- * wrapped exporter becomes a failed result (never propagates).
- */
-export class CountingExporter implements LogRecordExporter {
-  constructor(
-    private readonly inner: LogRecordExporter,
-    private readonly counters: PipelineCounters,
-  ) {}
+/** Sends one batch; calls `done` exactly once. Never retries on its own account. */
+export interface RecordSink {
+  export(records: readonly OutRecord[], done: (error?: Error) => void): void;
+  forceFlush(): Promise<void>;
+  shutdown(): Promise<void>;
+}
 
-  export(logs: ReadableLogRecord[], resultCallback: ExportCallback): void {
-    const n = logs.length;
-    const c = this.counters;
-    c.queued = Math.max(0, c.queued - n);
-    c.exporting += n;
-    let done = false;
-    const finish: ExportCallback = (result) => {
-      if (done) return;
-      done = true;
-      c.exporting = Math.max(0, c.exporting - n);
-      if (result.code === EXPORT_SUCCESS) c.exported += n;
-      else {
-        c.export_failures += 1;
-        c.failed_records += n;
-      }
-      resultCallback(result);
-    };
-    try {
-      this.inner.export(logs, finish);
-    } catch (err) {
-      finish({ code: EXPORT_FAILED, error: err instanceof Error ? err : new Error(String(err)) });
-    }
-  }
+/** The record's resource and instrumentation scope, shared by every record of one collector. */
+export interface RecordOrigin {
+  resource: Resource;
+  scope: { name: string; version: string };
+}
 
-  forceFlush(): Promise<void> {
-    return this.inner.forceFlush();
-  }
-
-  shutdown(): Promise<void> {
-    return this.inner.shutdown();
-  }
+/** Options of {@link ExportQueue}. */
+export interface ExportQueueOptions<T> {
+  sink: RecordSink;
+  counters: PipelineCounters;
+  /** Records accepted and not yet exported, at most (beyond: dropped and counted). */
+  maxQueueSize: number;
+  maxExportBatchSize: number;
+  /** Longest time a record waits for export, ms. */
+  scheduledDelayMillis: number;
+  /** An export whose result has not come back after this long counts as failed, ms. */
+  exportTimeoutMillis: number;
+  /** Builds the record of one queued item (at export time); undefined skips it. */
+  render: (item: T) => OutRecord | undefined;
+  /** Called before each export round (timer or flush): the collector queues arrivals of requests still open. */
+  beforeExport: () => void;
+  /** Told about errors of `render`, `beforeExport` and the sink (already counted). */
+  onError: (error: unknown) => void;
 }
 
 /**
- * Enforces the queue bound in front of the SDK's BatchLogRecordProcessor and
- * counts drops. The SDK drops silently (it only reports drops to a self-
- * observability meter); this processor refuses a record when `queued` (accepted
- * but not yet handed to the exporter — never less than the SDK's own buffer)
- * reaches `maxQueueSize`, so the SDK buffer never overflows and every drop is
- * counted here. O(1) per record; never blocks.
+ * The collector's processor: a bounded FIFO of items, exported in batches of at
+ * most `maxExportBatchSize`, one export at a time, when a batch is full or
+ * `scheduledDelayMillis` after work arrived. O(1) per item on the request path
+ * (an array push and a counter; one timer per round, not per item); never blocks.
  */
-export class BoundedQueueProcessor implements LogRecordProcessor {
-  constructor(
-    private readonly inner: LogRecordProcessor,
-    private readonly maxQueueSize: number,
-    private readonly counters: PipelineCounters,
-  ) {}
+export class ExportQueue<T> {
+  private items: T[] = [];
+  private head = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private immediate: NodeJS.Immediate | undefined;
+  private exporting: Promise<void> | undefined;
+  private closed = false;
 
-  onEmit(logRecord: ReadWriteLogRecord, context?: EmitContext): void {
-    const c = this.counters;
+  constructor(private readonly o: ExportQueueOptions<T>) {}
+
+  /** Queues one item worth `records` records and `events` contract events; false when dropped (queue full or closed). */
+  push(item: T, events = 1): boolean {
+    const c = this.o.counters;
     c.emitted += 1;
-    if (c.queued >= this.maxQueueSize) {
+    c.emitted_events += events;
+    if (this.closed || c.queued >= this.o.maxQueueSize) {
       c.dropped += 1;
-      return;
+      return false;
     }
     c.queued += 1;
-    this.inner.onEmit(logRecord, context);
+    this.items.push(item);
+    if (this.items.length - this.head >= this.o.maxExportBatchSize) {
+      // A full batch goes out on the next turn (not inside the host's request callback).
+      if (!this.immediate && !this.exporting) this.immediate = setImmediate(this.onTimer);
+    } else this.schedule();
+    return true;
   }
 
-  forceFlush(): Promise<void> {
-    return this.inner.forceFlush();
+  /** The queue can take another item now. */
+  hasRoom(): boolean {
+    return !this.closed && this.o.counters.queued < this.o.maxQueueSize;
   }
 
-  shutdown(): Promise<void> {
-    return this.inner.shutdown();
+  /** Arms the export timer if it is not armed (e.g. a request arrived: its arrival must leave even if it never settles). */
+  schedule(): void {
+    if (this.timer || this.closed) return;
+    this.timer = setTimeout(this.onTimer, this.o.scheduledDelayMillis);
+    this.timer.unref();
   }
+
+  private readonly onTimer = (): void => {
+    this.timer = undefined;
+    this.immediate = undefined;
+    void this.drain();
+  };
+
+  /** Exports everything queued so far (after `beforeExport`), batch after batch; resolves when done. */
+  private drain(): Promise<void> {
+    if (this.exporting) return this.exporting.then(() => this.drain());
+    try {
+      this.o.beforeExport();
+    } catch (err) {
+      this.o.onError(err);
+    }
+    if (this.head > 0) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    if (this.items.length === 0) return Promise.resolve();
+    // Exports what is queued now; items that arrive meanwhile wait for their own
+    // round (a full batch or the timer), so a busy server exports in batches, not
+    // one small request after another.
+    let end = this.items.length;
+    const run = (async () => {
+      while (end - this.head > 0) {
+        await this.exportOne(end - this.head);
+        if (end - this.head <= 0 && this.items.length - this.head >= this.o.maxExportBatchSize) end = this.items.length;
+      }
+      if (this.items.length - this.head > 0) this.schedule();
+    })();
+    this.exporting = run.finally(() => {
+      this.exporting = undefined;
+    });
+    return this.exporting;
+  }
+
+  private exportOne(available: number): Promise<void> {
+    const n = Math.min(this.o.maxExportBatchSize, available);
+    const batch = this.items.slice(this.head, this.head + n);
+    this.head += n;
+    const c = this.o.counters;
+    c.queued = Math.max(0, c.queued - n);
+    const records: OutRecord[] = [];
+    let skipped = 0;
+    for (const item of batch) {
+      let r: OutRecord | undefined;
+      try {
+        r = this.o.render(item);
+      } catch (err) {
+        this.o.onError(err);
+      }
+      if (r) records.push(r);
+      else skipped += 1;
+    }
+    // A record that could not be built is lost: count it as failed so the invariant holds.
+    c.failed_records += skipped;
+    if (records.length === 0) return Promise.resolve();
+    const m = records.length;
+    c.exporting += m;
+    return new Promise<void>((resolve) => {
+      let finished = false;
+      const finish = (error?: Error) => {
+        if (finished) return;
+        finished = true;
+        clearTimeout(timeout);
+        c.exporting = Math.max(0, c.exporting - m);
+        // A failed export is counted, not an internal error: an unreachable endpoint is the sink's business.
+        if (error) {
+          c.export_failures += 1;
+          c.failed_records += m;
+        } else c.exported += m;
+        resolve();
+      };
+      const timeout = setTimeout(() => finish(new Error(`export timed out after ${this.o.exportTimeoutMillis} ms`)), this.o.exportTimeoutMillis);
+      timeout.unref();
+      try {
+        this.o.sink.export(records, finish);
+      } catch (err) {
+        finish(err instanceof Error ? err : new Error(String(err)));
+      }
+    });
+  }
+
+  /** Exports everything queued (and the arrivals of open requests); resolves, never rejects. */
+  async flush(): Promise<void> {
+    if (this.timer) {
+      clearTimeout(this.timer);
+      this.timer = undefined;
+    }
+    try {
+      await this.drain();
+      await this.o.sink.forceFlush();
+    } catch (err) {
+      this.o.onError(err);
+    }
+  }
+
+  /** Flushes, then refuses further items and shuts the sink down. */
+  async shutdown(): Promise<void> {
+    await this.flush();
+    this.closed = true;
+    if (this.immediate) clearImmediate(this.immediate);
+    try {
+      await this.o.sink.shutdown();
+    } catch (err) {
+      this.o.onError(err);
+    }
+  }
+}
+
+const EXPORT_SUCCESS = 0;
+
+/**
+ * A sink around any OpenTelemetry `LogRecordExporter` (tests: InMemoryLogRecordExporter;
+ * embedded mode; the protobuf OTLP exporter): each record becomes a `ReadableLogRecord`.
+ */
+export function createExporterSink(exporter: LogRecordExporter, origin: RecordOrigin): RecordSink {
+  const scope = { name: origin.scope.name, version: origin.scope.version };
+  return {
+    export(records, done) {
+      const logs: ReadableLogRecord[] = records.map((r) => {
+        const hr: [number, number] = [Math.floor(r.tsUs / 1e6), (r.tsUs % 1e6) * 1000];
+        return { hrTime: hr, hrTimeObserved: hr, eventName: r.eventName, resource: origin.resource, instrumentationScope: scope, attributes: r.attributes, droppedAttributesCount: 0 };
+      });
+      exporter.export(logs, (result) => done(result.code === EXPORT_SUCCESS ? undefined : (result.error ?? new Error('export failed'))));
+    },
+    forceFlush: () => exporter.forceFlush(),
+    shutdown: () => exporter.shutdown(),
+  };
 }
 
 /** OTLP/HTTP exporter settings. */
@@ -139,22 +279,27 @@ export const DEFAULT_OTLP_URL = 'http://127.0.0.1:4318/v1/logs';
 
 type OtlpConfig = NonNullable<ConstructorParameters<typeof OTLPLogExporter>[0]>;
 
+function otlpConfig(options: OtlpOptions): OtlpConfig {
+  return {
+    url: options.url ?? DEFAULT_OTLP_URL,
+    headers: options.headers ?? {},
+    timeoutMillis: options.timeoutMillis ?? 10_000,
+    // One request at a time: the queue exports sequentially anyway.
+    concurrencyLimit: 2,
+    ...(options.compression ? { compression: options.compression as OtlpConfig['compression'] } : {}),
+  };
+}
+
 /**
- * Creates the OTLP/HTTP log exporter. JSON uses `@opentelemetry/exporter-logs-otlp-http`;
+ * Creates the OpenTelemetry OTLP/HTTP log exporter. JSON uses `@opentelemetry/exporter-logs-otlp-http`;
  * protobuf uses `@opentelemetry/exporter-logs-otlp-proto`, loaded only when asked for.
+ * (The collector's default JSON path uses {@link createOtlpJsonSink} instead.)
  *
  * @throws ContinuityError `CONT_ERR_CONFIG` when protobuf is asked for and the
  *   protobuf exporter package cannot be loaded.
  */
 export function createOtlpExporter(options: OtlpOptions = {}): LogRecordExporter {
-  const config: OtlpConfig = {
-    url: options.url ?? DEFAULT_OTLP_URL,
-    headers: options.headers ?? {},
-    timeoutMillis: options.timeoutMillis ?? 10_000,
-    // One request at a time: the batch processor exports sequentially anyway.
-    concurrencyLimit: 2,
-    ...(options.compression ? { compression: options.compression as OtlpConfig['compression'] } : {}),
-  };
+  const config = otlpConfig(options);
   if (options.encoding !== 'protobuf') return new OTLPLogExporter(config);
   let mod: { OTLPLogExporter: new (config: OtlpConfig) => LogRecordExporter };
   try {
@@ -163,4 +308,95 @@ export function createOtlpExporter(options: OtlpOptions = {}): LogRecordExporter
     throw new ContinuityError('CONT_ERR_CONFIG', 'otlp.encoding=protobuf needs the @opentelemetry/exporter-logs-otlp-proto package', { cause });
   }
   return new mod.OTLPLogExporter(config);
+}
+
+/** An encoded ExportLogsServiceRequest and the number of records in it. */
+interface EncodedBatch {
+  readonly count: number;
+  readonly bytes: Uint8Array;
+}
+
+interface ExportDelegate {
+  export(batch: EncodedBatch, done: (result: { code: number; error?: Error }) => void): void;
+  forceFlush(): Promise<void>;
+  shutdown(): Promise<void>;
+}
+
+interface OtlpHttpModule {
+  createOtlpHttpExportDelegate(
+    options: unknown,
+    serializer: { serializeRequest(b: EncodedBatch): Uint8Array; deserializeResponse(data: Uint8Array): unknown },
+    componentType: string,
+    metricsHelper: { name: 'log'; countItems(b: EncodedBatch): number },
+    meterProvider: undefined,
+  ): ExportDelegate;
+  convertLegacyHttpOptions(config: OtlpConfig, signal: string, path: string, requiredHeaders: Record<string, string>): unknown;
+}
+
+/**
+ * The collector's default sink: OTLP/HTTP with the JSON encoding ("OTLP/HTTP",
+ * `application/json` `ExportLogsServiceRequest`), written straight from the
+ * records' attribute maps into one string per batch — no per-attribute OTLP
+ * objects. The HTTP side (keep-alive agent, timeout, gzip, headers, the bounded
+ * retry of 429/502/503/504 within the timeout) is the OpenTelemetry exporter's
+ * own transport, `@opentelemetry/otlp-exporter-base/node-http`, resolved through
+ * `@opentelemetry/exporter-logs-otlp-http`, whose dependency it is.
+ */
+export function createOtlpJsonSink(options: OtlpOptions, origin: RecordOrigin): RecordSink {
+  const requireFrom = createRequire(createRequire(import.meta.url).resolve('@opentelemetry/exporter-logs-otlp-http'));
+  const http = requireFrom('@opentelemetry/otlp-exporter-base/node-http') as OtlpHttpModule;
+  const delegate = http.createOtlpHttpExportDelegate(
+    http.convertLegacyHttpOptions(otlpConfig(options), 'LOGS', 'v1/logs', { 'Content-Type': 'application/json' }),
+    { serializeRequest: (b) => b.bytes, deserializeResponse: (data) => (data.byteLength ? JSON.parse(new TextDecoder().decode(data)) : {}) },
+    'otlp_http_log_exporter',
+    { name: 'log', countItems: (b) => b.count },
+    undefined,
+  );
+  const resourceJson = `{"attributes":${encodeAttributes(origin.resource.attributes as Record<string, AttributeValue>)}}`;
+  const scopeJson = JSON.stringify({ name: origin.scope.name, version: origin.scope.version });
+  return {
+    export(records, done) {
+      let body = `{"resourceLogs":[{"resource":${resourceJson},"scopeLogs":[{"scope":${scopeJson},"logRecords":[`;
+      for (let i = 0; i < records.length; i++) {
+        const r = records[i]!;
+        const ns = `"${Math.round(r.tsUs)}000"`;
+        body += `${i ? ',' : ''}{"timeUnixNano":${ns},"observedTimeUnixNano":${ns},"eventName":${jsonKey(r.eventName)},"attributes":${encodeAttributes(r.attributes)}}`;
+      }
+      body += ']}]}]}';
+      delegate.export({ count: records.length, bytes: Buffer.from(body, 'utf8') }, (result) =>
+        done(result.code === EXPORT_SUCCESS ? undefined : (result.error ?? new Error('export failed'))),
+      );
+    },
+    forceFlush: () => delegate.forceFlush(),
+    shutdown: () => delegate.shutdown(),
+  };
+}
+
+const keyJson = new Map<string, string>();
+
+/** JSON text of an attribute key or event name, memoized (a small fixed set). */
+function jsonKey(key: string): string {
+  let text = keyJson.get(key);
+  if (text === undefined) {
+    text = JSON.stringify(key);
+    if (keyJson.size < 1024) keyJson.set(key, text);
+  }
+  return text;
+}
+
+/** OTLP/JSON `KeyValue` list (common/v1): strings, integers (`intValue`), other numbers (`doubleValue`), booleans. */
+export function encodeAttributes(attributes: Readonly<Record<string, unknown>>): string {
+  let out = '[';
+  let first = true;
+  for (const key in attributes) {
+    const v = attributes[key];
+    let value: string;
+    if (typeof v === 'string') value = `{"stringValue":${JSON.stringify(v)}}`;
+    else if (typeof v === 'number') value = !Number.isFinite(v) ? `{"stringValue":"${v}"}` : Number.isInteger(v) ? `{"intValue":${v}}` : `{"doubleValue":${v}}`;
+    else if (typeof v === 'boolean') value = `{"boolValue":${v}}`;
+    else continue;
+    out += `${first ? '' : ','}{"key":${jsonKey(key)},"value":${value}}`;
+    first = false;
+  }
+  return out + ']';
 }

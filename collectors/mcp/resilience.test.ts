@@ -6,7 +6,7 @@ import type { LogRecordExporter } from '@opentelemetry/sdk-logs';
 import { describe, expect, it } from 'vitest';
 import { createKeyedHasher, isContinuityError } from '../../core/index.ts';
 import { createMcpCollector } from './collector.ts';
-import { fromReadableLogRecord, logRecordToEvent } from './log-record.ts';
+import { fromReadableLogRecord, logRecordToEvents } from './log-record.ts';
 import { HASH_KEY, KeepingExporter, startFixture, type Fixture } from './test-support/sdk-fixture.ts';
 
 /** A loopback port with nothing listening (bound, then released). */
@@ -123,7 +123,7 @@ describe('collectors/mcp never hurts the host', () => {
       expect(collector.counters()).toMatchObject({ internal_errors: 0, in_flight: 0 });
       // The tap read the SSE stream across chunk boundaries and encodings.
       await collector.flush();
-      const events = exporter.getFinishedLogRecords().map((r) => logRecordToEvent(fromReadableLogRecord(r)));
+      const events = exporter.getFinishedLogRecords().flatMap((r) => logRecordToEvents(fromReadableLogRecord(r)));
       const hash = createKeyedHasher(Buffer.from(HASH_KEY, 'hex'));
       expect(events.find((e) => e.event_type === 'settlement')).toMatchObject({
         outcome: 'tool_error',

@@ -75,6 +75,16 @@ export const EXTRA_REASON_SOURCE = 'continuity.reason_source';
 export const EXTRA_REQUESTED_REASON = 'continuity.requested_reason';
 /** Open GET (server-push SSE) streams among `in_flight` at shutdown. */
 export const EXTRA_IN_FLIGHT_STREAMS = 'continuity.in_flight_streams';
+/**
+ * Wire-only names of the `exchange` record: one log record for a request that
+ * settled before its arrival was exported, carrying the arrival and the
+ * settlement together (the gateway splits it, log-record.ts `logRecordToEvents`).
+ */
+export const EXCHANGE_EVENT_NAME = 'exchange';
+/** On an `exchange` record: `continuity.body_truncated` of the arrival (the request body); the plain name belongs to the settlement. */
+export const EXTRA_REQUEST_BODY_TRUNCATED = 'continuity.request_body_truncated';
+/** On an `exchange` record: the settlement's `protocol_version` when it differs from the arrival's (an `initialize` answer). */
+export const ATTR_SETTLED_PROTOCOL_VERSION = 'continuity.settled_protocol_version';
 /** The known refusal phrase of a refused miss (e.g. `Session not found`); never free text, which could quote a raw id. */
 export const EXTRA_RPC_MESSAGE = 'continuity.rpc_message';
 

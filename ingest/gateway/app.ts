@@ -17,8 +17,8 @@ export interface EventSink {
   ready(): boolean;
 }
 
-/** Maps one OTLP log record onto a contract event input (DESIGN §3 attribute mapping). */
-export type OtlpRecordMapper = (record: OtlpLogRecord) => unknown;
+/** Maps one OTLP log record onto a contract event input, or the several it carries (DESIGN §3 attribute mapping). */
+export type OtlpRecordMapper = (record: OtlpLogRecord) => unknown | unknown[];
 
 export interface GatewayOptions {
   sink: EventSink;
@@ -133,14 +133,31 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
       if (err instanceof OtlpShapeError) throw new ContinuityError('CONT_ERR_BAD_REQUEST', err.message);
       throw err;
     }
-    const mapped = records.map((r) => {
+    // A record may carry several events (the collector's `exchange` record: arrival +
+    // settlement); a record is rejected when any of its events is, and its valid events are kept.
+    const mapped: unknown[] = [];
+    const recordOf: number[] = [];
+    records.forEach((r, index) => {
+      let out: unknown;
       try {
-        return options.mapOtlpRecord(r);
+        out = options.mapOtlpRecord(r);
       } catch {
-        return undefined;
+        out = undefined;
+      }
+      for (const e of Array.isArray(out) ? (out.length > 0 ? out : [undefined]) : [out]) {
+        mapped.push(e);
+        recordOf.push(index);
       }
     });
-    const { events, rejected } = validate(mapped);
+    const validated = validate(mapped);
+    const { events } = validated;
+    const rejected: RejectedRecord[] = [];
+    for (const r of validated.rejected) {
+      const index = recordOf[r.index]!;
+      const last = rejected[rejected.length - 1];
+      if (last && last.index === index) last.issues.push(...r.issues);
+      else rejected.push({ index, issues: [...r.issues] });
+    }
     await deliver(events);
     const partial = rejected.length
       ? {

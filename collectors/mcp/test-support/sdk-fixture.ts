@@ -23,7 +23,7 @@ import { InMemoryLogRecordExporter, type ReadableLogRecord } from '@opentelemetr
 import { z } from 'zod';
 import { parseEvent, type ParseResult } from '../../../schema/index.ts';
 import { createMcpCollector, type McpCollector, type McpCollectorOptions } from '../collector.ts';
-import { fromReadableLogRecord, logRecordToEvent, type ContractEventInput } from '../log-record.ts';
+import { fromReadableLogRecord, logRecordToEvents, type ContractEventInput } from '../log-record.ts';
 
 export const HASH_KEY = '00112233445566778899aabbccddeeff';
 export const GOOD_TOKEN = 'tok-good-SECRET-4711';
@@ -200,7 +200,7 @@ export async function startFixture(overrides: Partial<McpCollectorOptions> = {})
     await collector.flush();
     return [...exporter.getFinishedLogRecords()];
   };
-  const events = async () => (await records()).map((r) => logRecordToEvent(fromReadableLogRecord(r)));
+  const events = async () => (await records()).flatMap((r) => logRecordToEvents(fromReadableLogRecord(r)));
   return {
     collector,
     exporter,
