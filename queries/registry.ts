@@ -214,14 +214,78 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
 
 const sqlCache = new Map<string, string>();
 
-/** The SQL text of a named query. */
+const readSql = (path: string): string => readFileSync(new URL(`./sql/${path}.sql`, import.meta.url), 'utf8');
+
+/** `-- requires: a, b` in a query or fragment header: the fragments it reads. */
+function requiresOf(text: string): string[] {
+  const m = /^--\s*requires:\s*(.+)$/m.exec(text);
+  return m ? m[1]!.split(',').map((s) => s.trim()).filter(Boolean) : [];
+}
+
+/**
+ * Fragments `names` need, dependencies first, each once.
+ * @throws Error on a cycle or a name that is not a file in `sql/lib/`.
+ */
+function fragmentOrder(names: readonly string[], order: string[] = [], visiting = new Set<string>()): string[] {
+  for (const name of names) {
+    if (order.includes(name)) continue;
+    if (!/^[a-z_]+$/.test(name)) throw new Error(`not a fragment name: ${name}`);
+    if (visiting.has(name)) throw new Error(`fragments require each other: ${[...visiting, name].join(' → ')}`);
+    visiting.add(name);
+    fragmentOrder(requiresOf(readSql(`lib/${name}`)), order, visiting);
+    visiting.delete(name);
+    order.push(name);
+  }
+  return order;
+}
+
+/**
+ * The SQL text of a named query, as sent to the store: `sql/<name>.sql` with the
+ * fragments its header requires (`-- requires: proxy_requests, …`, files in
+ * `sql/lib/`, transitively) prepended as common table expressions.
+ *
+ * A fragment is one CTE body, shared by several queries. One marked
+ * `-- evaluate: once` becomes `name AS MATERIALIZED (…)`: the engine runs it once per
+ * query into a temporary table, however many times the query and other fragments
+ * read it (an ordinary CTE is inlined and re-run at every reference). The others
+ * are inlined, so that each reader's filters reach the table scan. Fragments read the
+ * same `{name:Type}` parameters as the query; `test/queries-registry.test.ts` checks
+ * that every placeholder is declared with its type.
+ * @throws Error when a query or fragment file is missing or fragments form a cycle.
+ */
 export function querySql(name: string): string {
   let sql = sqlCache.get(name);
   if (sql === undefined) {
-    sql = readFileSync(new URL(`./sql/${name}.sql`, import.meta.url), 'utf8');
+    sql = withFragments(readSql(name));
     sqlCache.set(name, sql);
   }
   return sql;
+}
+
+/**
+ * `text` (SQL with an optional `-- requires: …` header) with the fragments it
+ * requires prepended, as {@link querySql} composes named queries; for ad hoc
+ * analysis and benchmarks over the same building blocks.
+ * @throws Error when a fragment file is missing or fragments form a cycle.
+ */
+export function withFragments(text: string): string {
+  const fragments = fragmentOrder(requiresOf(text));
+  if (fragments.length === 0) return text;
+  const ctes = fragments
+    .map((f) => {
+      const body = readSql(`lib/${f}`).trimEnd();
+      const once = /^--\s*evaluate:\s*once\s*$/m.test(body);
+      return `${f} AS${once ? ' MATERIALIZED' : ''}\n(\n${body}\n)`;
+    })
+    .join(',\n');
+  // The query's own WITH list (if any) continues after the fragments.
+  const lines = text.split('\n');
+  const first = lines.findIndex((l) => l.trim() !== '' && !l.trimStart().startsWith('--'));
+  const head = lines.slice(0, first).join('\n');
+  const rest = lines.slice(first).join('\n');
+  const own = /^\s*WITH\b/i.exec(rest);
+  const sql = `${head}\nWITH\n${ctes}${own ? ',' + rest.slice(own[0].length) : '\n' + rest}`;
+  return `${sql.trimEnd()}\nSETTINGS enable_materialized_cte = 1`;
 }
 
 /** Looks up a named query. @throws ContinuityError CONT_ERR_QUERY_UNKNOWN */
@@ -237,7 +301,7 @@ export function getQuery(name: string): NamedQuery {
  */
 export function bindParams(name: string, params: Record<string, unknown>): Record<string, unknown> {
   const q = getQuery(name);
-  const unknown = Object.keys(params).filter((k) => !(k in q.paramTypes));
+  const unknown = Object.keys(params).filter((k) => !Object.hasOwn(q.paramTypes, k));
   if (unknown.length > 0) {
     throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name} takes no parameter ${unknown.join(', ')}; it takes ${Object.keys(q.paramTypes).join(', ')}`);
   }
