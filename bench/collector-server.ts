@@ -6,9 +6,10 @@
  *   node --import tsx bench/collector-server.ts --collector on|off [--otlp URL]
  *
  * Talks to the parent over IPC: sends `{ ready: port }` once listening; answers
- * `{ cmd: 'stats' }` with `{ stats: { cpu_us, emitted, exported, dropped, failed } }`
+ * `{ cmd: 'stats' }` with `{ stats: { cpu_us, gc_us, emitted, events, exported, dropped, failed } }`
  * (`cpu_us`: this process's user + system CPU time so far, µs; `gc_us`: time in
- * garbage-collection pauses so far, µs).
+ * garbage-collection pauses so far, µs; `emitted`: log records, `events`: the contract
+ * events they carry — an `exchange` record carries an arrival and a settlement).
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -90,6 +91,6 @@ process.on('message', (m: { cmd?: string }) => {
   if (m.cmd !== 'stats') return;
   const cpu = process.cpuUsage();
   const c = collector.counters();
-  process.send?.({ stats: { cpu_us: cpu.user + cpu.system, gc_us: gcUs, emitted: c.emitted, exported: c.exported, dropped: c.dropped, failed: c.failed_records } });
+  process.send?.({ stats: { cpu_us: cpu.user + cpu.system, gc_us: gcUs, emitted: c.emitted, events: c.emitted_events, exported: c.exported, dropped: c.dropped, failed: c.failed_records } });
 });
 process.on('disconnect', () => process.exit(0));

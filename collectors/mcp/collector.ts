@@ -14,6 +14,7 @@ import {
   emptySummary,
   JsonBodyTap,
   noteResponseMessage,
+  noteResponseText,
   responseBodyKind,
   SseBodyTap,
   summarizeRequest,
@@ -746,7 +747,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       if (ex.bodyKind === 'json') ex.jsonTap = new JsonBodyTap(maxInspectBytes);
       else if (ex.bodyKind === 'sse') {
         const findings = (ex.findings = emptyFindings());
-        ex.sseTap = new SseBodyTap(maxInspectBytes, (m) => noteResponseMessage(findings, m));
+        ex.sseTap = new SseBodyTap(maxInspectBytes, (m) => noteResponseMessage(findings, m), (text) => noteResponseText(findings, text));
       }
     }
   };
@@ -788,7 +789,8 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     try {
       if (!ex.summarized) finishRequestBody(ex);
       const findings = ex.findings ?? (ex.findings = emptyFindings());
-      if (finished && ex.jsonTap) noteResponseMessage(findings, ex.jsonTap.parse());
+      const responseText = finished && ex.jsonTap ? ex.jsonTap.text() : undefined;
+      if (responseText !== undefined) noteResponseText(findings, responseText);
       if (finished && ex.sseTap) ex.sseTap.end();
       findings.truncated = Boolean(ex.jsonTap?.truncated || ex.sseTap?.truncated);
       const status = ex.headSeen ? ex.status : 0;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { emptyFindings, JsonBodyTap, noteResponseMessage, responseBodyKind, SseBodyTap, summarizeRequest } from './inspect.ts';
+import { emptyFindings, JsonBodyTap, noteResponseMessage, noteResponseText, responseBodyKind, SseBodyTap, summarizeRequest } from './inspect.ts';
 
 describe('SseBodyTap', () => {
   const collect = (limit = 65_536) => {
@@ -103,5 +103,30 @@ describe('noteResponseMessage and responseBodyKind', () => {
     expect(responseBodyKind('', '')).toBe('json');
     expect(responseBodyKind('application/json', 'gzip')).toBe('skip');
     expect(responseBodyKind('text/html', '')).toBe('skip');
+  });
+});
+
+describe('noteResponseText', () => {
+  const cases: unknown[] = [
+    { jsonrpc: '2.0', id: 1, result: { content: [{ type: 'text', text: 'ok' }] } },
+    { jsonrpc: '2.0', id: 2, result: { content: [{ type: 'text', text: 'a "method" and an "error" in text' }] } },
+    { jsonrpc: '2.0', id: 3, result: { isError: true, content: [] } },
+    { jsonrpc: '2.0', id: 4, error: { code: -32601, message: 'Method not found' } },
+    { jsonrpc: '2.0', id: 5, result: { protocolVersion: '2025-11-25', capabilities: {} } },
+    { jsonrpc: '2.0', method: 'notifications/progress', params: { progressToken: 1, result: 'x', id: 2 } },
+    [{ jsonrpc: '2.0', id: 6, result: {} }, { jsonrpc: '2.0', id: 7, result: { isError: true } }],
+    { jsonrpc: '2.0', id: 8, result: { content: [{ type: 'text', text: 'error' }], note: 'method' } },
+  ];
+  it('finds exactly what parsing the message finds', () => {
+    for (const message of cases) {
+      const fast = emptyFindings();
+      expect(noteResponseText(fast, JSON.stringify(message))).toBe(true);
+      const slow = emptyFindings();
+      noteResponseMessage(slow, message);
+      expect(fast).toEqual(slow);
+    }
+  });
+  it('reports text that is not JSON', () => {
+    expect(noteResponseText(emptyFindings(), '{"result": ')).toBe(false);
   });
 });

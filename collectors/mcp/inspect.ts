@@ -134,9 +134,45 @@ export function noteResponseMessage(findings: ResponseFindings, message: unknown
   }
 }
 
+/**
+ * Records what the text of one JSON-RPC message (or batch) says into `findings`,
+ * like `noteResponseMessage(findings, JSON.parse(text))`, without parsing the
+ * common case: a text with no `"method"`, `"error"`, `"isError"` or
+ * `"protocolVersion"` anywhere — so none of them is a key at any depth — that is
+ * an object with a `"result"` and an `"id"` is a successful response and needs
+ * nothing else. (Inside a JSON string a quote is escaped, so the raw text only
+ * holds `"name"` where `name` is a key or a whole string value; a string value
+ * equal to one of those names only sends the text the slow way.) Tool results can be
+ * large, so this saves parsing most answers. Returns false when `text` is not JSON.
+ */
+export function noteResponseText(findings: ResponseFindings, text: string): boolean {
+  if (
+    text.charCodeAt(0) === 123 /* '{' */ &&
+    text.includes('"result"') &&
+    text.includes('"id"') &&
+    !text.includes('"error"') &&
+    !text.includes('"method"') &&
+    !text.includes('"isError"') &&
+    !text.includes('"protocolVersion"')
+  ) {
+    findings.responses += 1;
+    return true;
+  }
+  let message: unknown;
+  try {
+    message = JSON.parse(text) as unknown;
+  } catch {
+    return false;
+  }
+  noteResponseMessage(findings, message);
+  return true;
+}
+
 /** Decodes chunks handed to `write`/`end` (or emitted as `data`) as UTF-8 text, within a byte budget. */
 class BoundedDecoder {
-  private readonly decoder = new TextDecoder('utf-8');
+  private decoder: InstanceType<typeof TextDecoder> | undefined;
+  /** The last chunk ended inside a multi-byte sequence: the rest is in the decoder. */
+  private streaming = false;
   private remaining: number;
   truncated = false;
 
@@ -169,6 +205,13 @@ class BoundedDecoder {
       this.truncated = true;
     }
     this.remaining -= bytes.byteLength;
+    const n = bytes.byteLength;
+    if (n === 0) return '';
+    // Fast path: nothing held back and the chunk ends on an ASCII byte, so it ends
+    // on a character boundary (the common case: one whole SSE event or JSON body).
+    if (!this.streaming && bytes[n - 1]! < 0x80) return Buffer.from(bytes.buffer, bytes.byteOffset, n).toString('utf8');
+    this.decoder ??= new TextDecoder('utf-8');
+    this.streaming = bytes[n - 1]! >= 0x80;
     return this.decoder.decode(bytes, { stream: true });
   }
 }
@@ -200,6 +243,14 @@ export class JsonBodyTap {
     if (text) this.parts.push(text);
   }
 
+  /** The body text; undefined when empty or truncated. Consumes what was written. */
+  text(): string | undefined {
+    if (this.decoder.truncated || this.parts.length === 0) return undefined;
+    const text = this.parts.length === 1 ? this.parts[0]! : this.parts.join('');
+    this.parts.length = 0;
+    return text;
+  }
+
   /** The parsed body; undefined when empty, truncated or not JSON. */
   parse(): unknown {
     if (this.decoder.truncated || this.parts.length === 0) return undefined;
@@ -226,9 +277,15 @@ export class SseBodyTap {
   private pending = '';
   private data: string[] = [];
 
+  /**
+   * @param onMessage gets each event's `data` parsed as JSON (events whose data is not JSON are skipped).
+   * @param onText when given, gets each event's `data` text instead and parses it itself
+   *   (e.g. {@link noteResponseText}, which mostly need not parse).
+   */
   constructor(
     limitBytes: number,
     private readonly onMessage: (message: unknown) => void,
+    private readonly onText?: (text: string) => void,
   ) {
     this.decoder = new BoundedDecoder(limitBytes);
   }
@@ -270,6 +327,10 @@ export class SseBodyTap {
         const payload = this.data.join('\n');
         this.data = [];
         if (payload.trim() === '') return; // priming events carry empty data
+        if (this.onText) {
+          this.onText(payload);
+          return;
+        }
         try {
           this.onMessage(JSON.parse(payload) as unknown);
         } catch {
