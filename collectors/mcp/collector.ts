@@ -249,6 +249,8 @@ class Exchange {
   req: IncomingMessage | undefined;
   res: ServerResponse | undefined;
   reqTap: JsonBodyTap | undefined = undefined;
+  /** The request body was longer than the inspection limit. */
+  requestTruncated = false;
   summary: RequestSummary = emptySummary();
   summarized = false;
   /** The arrival record went out on its own (the request was open at an export). */
@@ -630,8 +632,8 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     const info = session ? sessions.get(session) : undefined;
     const arrivalId = arrivalIdOf(ex);
     const a: Record<string, AttributeValue> = {};
+    // `continuity.source` is left out: `server` is what the gateway assumes for OTLP records.
     a[A.eventId] = kind === 'arrival' ? arrivalId : newId();
-    a[A.source] = 'server';
     const protocol = kind === 'settlement' && st ? st.protocolVersion : arrivalProtocol(ex, info);
     put(a, A.protocolVersion, protocol);
     put(a, A.sessionKey, session);
@@ -648,7 +650,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       put(a, A.toolName, s.toolName || (method === 'tools/call' ? ex.headerName : ''));
       a[A.hasCredential] = ex.hasCredential;
       if (s.batchSize > 1) a[EXTRA_BATCH_SIZE] = String(s.batchSize);
-      if (ex.reqTap?.truncated) a[kind === 'arrival' ? EXTRA_BODY_TRUNCATED : EXTRA_REQUEST_BODY_TRUNCATED] = 'true';
+      if (ex.requestTruncated) a[kind === 'arrival' ? EXTRA_BODY_TRUNCATED : EXTRA_REQUEST_BODY_TRUNCATED] = 'true';
     }
     if (kind !== 'arrival' && st) {
       a[A.httpStatus] = st.status;
@@ -731,7 +733,11 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   };
 
   const finishRequestBody = (ex: Exchange) => {
-    if (!ex.summarized) useSummary(ex, ex.reqTap && !ex.reqTap.truncated ? ex.reqTap.parse() : undefined);
+    if (ex.summarized) return;
+    const tap = ex.reqTap;
+    ex.reqTap = undefined;
+    if (tap?.truncated) ex.requestTruncated = true;
+    useSummary(ex, tap && !tap.truncated ? tap.parse() : undefined);
   };
 
   const onHead = (ex: Exchange, res: ServerResponse, statusArg: unknown, passed: unknown) => {
@@ -746,8 +752,8 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       ex.bodyKind = responseBodyKind(header(h.contentType), header(h.contentEncoding));
       if (ex.bodyKind === 'json') ex.jsonTap = new JsonBodyTap(maxInspectBytes);
       else if (ex.bodyKind === 'sse') {
-        const findings = (ex.findings = emptyFindings());
-        ex.sseTap = new SseBodyTap(maxInspectBytes, (m) => noteResponseMessage(findings, m), (text) => noteResponseText(findings, text));
+        ex.findings = emptyFindings();
+        ex.sseTap = new SseBodyTap(maxInspectBytes, undefined, ex.findings);
       }
     }
   };
@@ -944,18 +950,17 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     }
     return ((ex?.originalEnd ?? ServerResponse.prototype.end) as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
   };
-  // Plain `on` listeners (not `once`, which wraps each in a new closure): settle is idempotent.
-  function onFinish(this: ServerResponse): void {
-    const ex = (this as Tapped)[EXCHANGE];
-    if (ex) settle(ex, true);
-  }
+  // One plain `on('close')` listener (not `once`, which wraps each in a new closure):
+  // a ServerResponse emits 'close' after 'finish' too (Node ≥ 16), and
+  // `writableFinished` tells a finished response from a connection closed first.
   function onClose(this: ServerResponse): void {
     const ex = (this as Tapped)[EXCHANGE];
     if (ex) settle(ex, this.writableFinished);
   }
 
   const observe = (req: IncomingMessage, res: ServerResponse) => {
-    guard(() => {
+    // try/catch rather than guard(() => …): no closure per request.
+    try {
       if (state === 'closed' || exchangeOf(req) !== undefined || res.headersSent) return;
       if (include && !include(req)) return;
       const h = req.headers;
@@ -982,7 +987,6 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       res.writeHead = tappedWriteHead as unknown as ServerResponse['writeHead'];
       res.write = tappedWrite as unknown as ServerResponse['write'];
       res.end = tappedEnd as unknown as ServerResponse['end'];
-      res.on('finish', onFinish);
       res.on('close', onClose);
       const parsedBody = (req as IncomingMessage & { body?: unknown }).body;
       if (typeof parsedBody === 'object' && parsedBody !== null) useSummary(ex, parsedBody);
@@ -998,7 +1002,9 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       }
       // The arrival must leave the process even if the request never settles.
       queue.schedule();
-    });
+    } catch (err) {
+      internal(err);
+    }
   };
 
   const supplyBody = (req: IncomingMessage, body: unknown) => {

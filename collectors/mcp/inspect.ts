@@ -74,26 +74,44 @@ function str(v: unknown, max = 256): string {
  * @returns undefined when `body` is not a JSON-RPC message or batch.
  */
 export function summarizeRequest(body: unknown): RequestSummary | undefined {
-  const messages = Array.isArray(body) ? body.filter(isRecord) : isRecord(body) ? [body] : [];
+  // Loops rather than find/some/filter with arrow functions: this runs per request.
+  let messages: Record<string, unknown>[];
+  if (Array.isArray(body)) {
+    messages = [];
+    for (const m of body) if (isRecord(m)) messages.push(m);
+  } else if (isRecord(body)) messages = [body];
+  else return undefined;
   if (messages.length === 0) return undefined;
-  const isRequest = (m: Record<string, unknown>) => typeof m.method === 'string' && 'id' in m && m.id !== null;
-  const main = messages.find(isRequest) ?? messages[0]!;
+  let main: Record<string, unknown> | undefined;
+  let cancelled: Record<string, unknown> | undefined;
+  for (const m of messages) {
+    if (!main && isRequest(m)) main = m;
+    if (!cancelled && m.method === 'notifications/cancelled') cancelled = m;
+  }
+  const expectsResponse = main !== undefined;
+  main ??= messages[0]!;
   const method = str(main.method, 128);
-  const params = isRecord(main.params) ? main.params : {};
-  const clientInfo = method === 'initialize' && isRecord(params.clientInfo) ? params.clientInfo : {};
-  const cancelled = messages.find((m) => m.method === 'notifications/cancelled');
-  const cancelledParams = cancelled && isRecord(cancelled.params) ? cancelled.params : {};
+  const params = isRecord(main.params) ? main.params : EMPTY_RECORD;
+  const clientInfo = method === 'initialize' && isRecord(params.clientInfo) ? params.clientInfo : EMPTY_RECORD;
+  const cancelledParams = cancelled && isRecord(cancelled.params) ? cancelled.params : EMPTY_RECORD;
   return {
     method,
     id: idText(main.id),
     toolName: method === 'tools/call' ? str(params.name) : '',
     batchSize: Array.isArray(body) ? body.length : 1,
-    expectsResponse: messages.some(isRequest),
+    expectsResponse,
     clientName: str(clientInfo.name),
     clientVersion: str(clientInfo.version),
     protocolVersion: method === 'initialize' ? str(params.protocolVersion, 32) : '',
     cancelledRequestId: idText(cancelledParams.requestId),
   };
+}
+
+const EMPTY_RECORD: Readonly<Record<string, unknown>> = Object.freeze({});
+
+/** A JSON-RPC request: has a `method` and a non-null `id` (the client awaits a response). */
+function isRequest(m: Record<string, unknown>): boolean {
+  return typeof m.method === 'string' && 'id' in m && m.id !== null;
 }
 
 /** An empty summary (no body, or a body that is not JSON-RPC). */
@@ -145,15 +163,14 @@ export function noteResponseMessage(findings: ResponseFindings, message: unknown
  * equal to one of those names only sends the text the slow way.) Tool results can be
  * large, so this saves parsing most answers. Returns false when `text` is not JSON.
  */
+const NEEDS_PARSE = /"(?:error|method|isError|protocolVersion)"/;
+
 export function noteResponseText(findings: ResponseFindings, text: string): boolean {
   if (
     text.charCodeAt(0) === 123 /* '{' */ &&
     text.includes('"result"') &&
     text.includes('"id"') &&
-    !text.includes('"error"') &&
-    !text.includes('"method"') &&
-    !text.includes('"isError"') &&
-    !text.includes('"protocolVersion"')
+    !NEEDS_PARSE.test(text)
   ) {
     findings.responses += 1;
     return true;
@@ -279,13 +296,13 @@ export class SseBodyTap {
 
   /**
    * @param onMessage gets each event's `data` parsed as JSON (events whose data is not JSON are skipped).
-   * @param onText when given, gets each event's `data` text instead and parses it itself
-   *   (e.g. {@link noteResponseText}, which mostly need not parse).
+   * @param findings when given, each event's `data` goes to {@link noteResponseText} with
+   *   these findings instead (mostly without parsing; no callback per response).
    */
   constructor(
     limitBytes: number,
-    private readonly onMessage: (message: unknown) => void,
-    private readonly onText?: (text: string) => void,
+    private readonly onMessage: ((message: unknown) => void) | undefined,
+    private readonly findings?: ResponseFindings,
   ) {
     this.decoder = new BoundedDecoder(limitBytes);
   }
@@ -327,12 +344,12 @@ export class SseBodyTap {
         const payload = this.data.join('\n');
         this.data = [];
         if (payload.trim() === '') return; // priming events carry empty data
-        if (this.onText) {
-          this.onText(payload);
+        if (this.findings) {
+          noteResponseText(this.findings, payload);
           return;
         }
         try {
-          this.onMessage(JSON.parse(payload) as unknown);
+          this.onMessage?.(JSON.parse(payload) as unknown);
         } catch {
           // not JSON: not a JSON-RPC message
         }

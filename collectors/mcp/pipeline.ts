@@ -359,8 +359,8 @@ export function createOtlpJsonSink(options: OtlpOptions, origin: RecordOrigin): 
       let body = `{"resourceLogs":[{"resource":${resourceJson},"scopeLogs":[{"scope":${scopeJson},"logRecords":[`;
       for (let i = 0; i < records.length; i++) {
         const r = records[i]!;
-        const ns = `"${Math.round(r.tsUs)}000"`;
-        body += `${i ? ',' : ''}{"timeUnixNano":${ns},"observedTimeUnixNano":${ns},"eventName":${jsonKey(r.eventName)},"attributes":${encodeAttributes(r.attributes)}}`;
+        // observedTimeUnixNano is optional (OTLP): the event time is always set.
+        body += `${i ? ',' : ''}{"timeUnixNano":"${Math.round(r.tsUs)}000","eventName":${jsonKey(r.eventName)},"attributes":${encodeAttributes(r.attributes)}}`;
       }
       body += ']}]}]}';
       delegate.export({ count: records.length, bytes: Buffer.from(body, 'utf8') }, (result) =>
