@@ -57,9 +57,12 @@ const REPORT_PARAMS = new Set(Object.values(NAMED_QUERIES).flatMap((q) => Object
  *   `ContinuityReport`) over the given range and filters; unknown parameter → 400.
  * - `POST /sql` with `{ sql, format?, max_rows?, timeout_s? }` → the output of one
  *   read-only statement (`store.readOnly`: `readonly=1`, row and time limits) in
- *   `format` (see {@link SQL_FORMATS}; default `json`). A write → 403
- *   `CONT_ERR_READONLY`; a rejected statement → 400 `CONT_ERR_STORE_QUERY`; a bad
- *   body → 400 `CONT_ERR_BAD_REQUEST`.
+ *   `format` (see {@link SQL_FORMATS}; default `json`; Arrow uncompressed). A
+ *   write, or a table function reaching outside the store (file, url, s3, remote,
+ *   …) → 403 `CONT_ERR_READONLY`; a statement with its own SETTINGS clause, the
+ *   file() function, or SHOW/DESCRIBE/EXPLAIN → 403 `CONT_ERR_SQL_REFUSED`; a
+ *   rejected statement → 400 `CONT_ERR_STORE_QUERY`; a bad body → 400
+ *   `CONT_ERR_BAD_REQUEST`.
  *
  * Every error body is the coded error's JSON `{ code, message, fix, details }`
  * with the registry's HTTP status (core/errors.ts). With `bearerToken`, a request

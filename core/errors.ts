@@ -51,7 +51,7 @@ export const ERROR_CODES = {
     message: 'ad hoc SQL is read-only; the store refused a write',
     retriable: false,
     httpStatus: 403,
-    fix: 'Use SELECT (or SHOW/DESCRIBE/EXPLAIN). Writes go through `continuity import` or the ingest gateway.',
+    fix: 'Use one SELECT (WITH, subqueries and UNION are fine) on the store\'s tables; table functions that reach outside the store (file, url, s3, remote, …) are refused too. Writes go through `continuity import` or the ingest gateway.',
   },
   CONT_ERR_QUERY_UNKNOWN: {
     message: 'no named query has this name',
@@ -130,6 +130,12 @@ export const ERROR_CODES = {
     retriable: true,
     httpStatus: 503,
     fix: 'Check KAFKA_BROKERS and that the brokers are up (`continuity dev kafka status` for the local one); the consumer and gateway retry on their own.',
+  },
+  CONT_ERR_SQL_REFUSED: {
+    message: 'ad hoc SQL uses a statement, clause or function the read-only path refuses',
+    retriable: false,
+    httpStatus: 403,
+    fix: 'Drop the statement\'s own SETTINGS clause (the store sets readonly and the limits itself) and the file() function; instead of SHOW/DESCRIBE/EXPLAIN, SELECT from system.tables or system.columns.',
   },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -45,10 +45,15 @@ export interface Store {
   insertJsonEachRow(table: string, body: string, options?: { dedupToken?: string }): Promise<void>;
 
   /**
-   * Ad hoc SQL, read-only as enforced by the store itself (`readonly=1`), with a
-   * row limit and an execution-time limit.
+   * Ad hoc SQL: one query (SELECT, WITH … SELECT, UNION, …), read-only as enforced
+   * by the store itself (`readonly=1`), with a row limit and an execution-time
+   * limit. Arrow formats come uncompressed.
    * @returns the raw output in `format` (any ClickHouse output format name).
-   * @throws ContinuityError CONT_ERR_READONLY for writes, CONT_ERR_STORE_QUERY otherwise.
+   * @throws ContinuityError CONT_ERR_READONLY for writes and for table functions
+   *   that reach outside the store (file, url, s3, remote, …: the engine refuses them
+   *   under readonly=1); CONT_ERR_SQL_REFUSED for a statement with its own SETTINGS
+   *   clause, the file() function, and SHOW/DESCRIBE/EXPLAIN; CONT_ERR_STORE_QUERY
+   *   otherwise.
    */
   readOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }): Promise<Buffer>;
 
@@ -192,22 +197,31 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string): 
       const maxRows = Math.max(1, Math.floor(options.maxRows));
       const maxSeconds = Math.max(1, Math.floor(options.maxExecutionS));
       // The statement becomes a subquery: anything but a query (INSERT, ALTER, SET,
-      // a second statement) is a syntax error, and readonly=1 applies to all of it,
-      // so table functions that read or write files are refused by the engine too.
+      // SHOW, a second statement) is a syntax error, and the outer readonly=1 applies
+      // to all of it (table functions that reach outside the store are refused by the
+      // engine) unless the statement sets its own SETTINGS, which inspectWrapped refuses.
+      // Arrow output is uncompressed: ClickHouse defaults to LZ4_FRAME, which apache-arrow cannot read.
       const wrapped =
         `SELECT * FROM (\n${statement}\n) LIMIT ${maxRows}\n` +
-        `SETTINGS readonly = 1, max_execution_time = ${maxSeconds}\nFORMAT ${options.format}`;
+        `SETTINGS readonly = 1, max_execution_time = ${maxSeconds}, output_format_arrow_compression_method = 'none'\n` +
+        `FORMAT ${options.format}`;
+      const refuse = (err: unknown): ContinuityError => {
+        const e = fail(err, sql);
+        if (e.code === 'CONT_ERR_STORE_QUERY' && /Syntax error/i.test(e.message) && !/^\s*(SELECT|WITH|\()/i.test(statement)) {
+          return new ContinuityError('CONT_ERR_READONLY', 'only queries can run as ad hoc SQL', { cause: err });
+        }
+        return e;
+      };
+      await inspectWrapped(client, wrapped).catch((err: unknown) => {
+        throw refuse(err);
+      });
       try {
         const rs = await client.exec({ query: wrapped });
         const chunks: Buffer[] = [];
         for await (const chunk of rs.stream) chunks.push(chunk as Buffer);
         return Buffer.concat(chunks);
       } catch (err) {
-        const e = fail(err, sql);
-        if (e.code === 'CONT_ERR_STORE_QUERY' && /Syntax error/i.test(e.message) && !/^\s*(SELECT|WITH|SHOW|DESC|EXPLAIN|\()/i.test(statement)) {
-          throw new ContinuityError('CONT_ERR_READONLY', 'only queries can run as ad hoc SQL', { cause: err });
-        }
-        throw e;
+        throw refuse(err);
       }
     },
     async close(): Promise<void> {
@@ -219,6 +233,8 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string): 
 /**
  * Asks the engine to parse `sql` as exactly one statement (`formatQuery` refuses
  * multi-statements) and returns its canonical text without a trailing FORMAT.
+ * @throws ContinuityError CONT_ERR_READONLY for a write; CONT_ERR_SQL_REFUSED for
+ *   SHOW, DESCRIBE and EXPLAIN, which cannot run inside the read-only wrapper.
  */
 async function singleStatement(client: ClickHouseClient, sql: string): Promise<string> {
   const rs = await client.query({
@@ -228,12 +244,80 @@ async function singleStatement(client: ClickHouseClient, sql: string): Promise<s
   });
   const rows = (await rs.json()) as Array<{ q: string }>;
   const q = rows[0]?.q ?? '';
+  // Neither check below is a permission check (readonly=1 and inspectWrapped are):
+  // they name the refusal early so the message is clear. `q` is the engine's
+  // canonical text, so its first word is the statement's keyword.
   if (/^\s*(INSERT|ALTER|CREATE|DROP|TRUNCATE|RENAME|OPTIMIZE|SYSTEM|KILL|GRANT|REVOKE|SET|USE|DELETE|UPDATE|ATTACH|DETACH|EXCHANGE|UNDROP|BACKUP|RESTORE)\b/i.test(q)) {
-    // Not a parse-based permission check: the engine would refuse these under
-    // readonly=1 anyway; naming the error early keeps the message clear.
     throw new ContinuityError('CONT_ERR_READONLY', `the store refuses ${q.split(/\s/)[0]} under readonly=1`);
   }
+  // SHOW and DESCRIBE cannot be a subquery, and run on their own they escape the
+  // limits (max_result_rows does not cut them, DESCRIBE has no LIMIT) and the
+  // guards (INTO OUTFILE writes a file in embedded mode, DESCRIBE file(…) reads one
+  // under readonly=1); EXPLAIN as a subquery is the viewExplain table function,
+  // which readonly=1 refuses. The system tables answer the same questions.
+  const kind = /^\s*(SHOW|DESCRIBE|DESC|EXPLAIN)\b/i.exec(q)?.[1]?.toUpperCase();
+  if (kind !== undefined) {
+    throw new ContinuityError(
+      'CONT_ERR_SQL_REFUSED',
+      `${kind === 'DESC' ? 'DESCRIBE' : kind} does not run as ad hoc SQL; use a SELECT on the system tables instead ` +
+        "(SHOW TABLES: SELECT name FROM system.tables WHERE database = currentDatabase(); " +
+        "DESCRIBE t: SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 't')",
+      { details: { statement: q.slice(0, 500) } },
+    );
+  }
   return q.replace(/\s+FORMAT\s+\w+\s*$/i, '');
+}
+
+/** One node of `EXPLAIN AST` output: its depth, kind (`Set`, `Function`, …), name, and parent's index. */
+interface AstNode {
+  readonly depth: number;
+  readonly kind: string;
+  readonly name: string;
+  readonly parent: number;
+}
+
+/**
+ * Parses `wrapped` (the exact text readOnly runs) with the engine's own parser,
+ * `EXPLAIN AST`, which runs under the wrapper's own `readonly = 1` (EXPLAIN applies
+ * the explained query's top-level SETTINGS) and executes nothing. Refuses:
+ * - any SETTINGS clause but the wrapper's (an AST `Set` node below the outer
+ *   SELECT): inside the subquery it would override readonly=1, e.g. `SETTINGS
+ *   readonly = 0` lets file() and url() run;
+ * - the scalar `file(path)` function, which reads a local file and which
+ *   readonly=1 does not stop (the file() table function it does).
+ * Table functions are left to the engine: under readonly=1 it refuses every one
+ * not flagged allow_readonly (file, url, s3, remote, mysql, postgresql, hdfs,
+ * sqlite, executable, azureBlobStorage, format, …) and runs only those that stay
+ * inside the store (numbers, values, view, merge, generateRandom, null).
+ * @throws ContinuityError CONT_ERR_SQL_REFUSED; the engine's error when it cannot parse `wrapped`.
+ */
+async function inspectWrapped(client: ClickHouseClient, wrapped: string): Promise<void> {
+  const rs = await client.query({ query: `EXPLAIN AST ${wrapped}`, format: 'JSONEachRow' });
+  const nodes = parseExplainAst(((await rs.json()) as Array<{ explain: string }>).map((r) => r.explain));
+  // The wrapper's own SETTINGS: SelectWithUnionQuery > ExpressionList > SelectQuery > Set.
+  const outer = nodes.filter((n) => n.kind === 'Set' && n.depth === 3 && nodes[n.parent]?.kind === 'SelectQuery');
+  const own = nodes.filter((n) => n.kind === 'Set').length - outer.length;
+  if (outer.length !== 1) throw new Error(`EXPLAIN AST: expected the wrapper's SETTINGS, found ${outer.length}`);
+  if (own > 0) {
+    throw new ContinuityError('CONT_ERR_SQL_REFUSED', 'the statement carries its own SETTINGS clause; the store sets readonly and the limits itself');
+  }
+  if (nodes.some((n) => n.kind === 'Function' && n.name === 'file' && nodes[n.parent]?.kind !== 'TableExpression')) {
+    throw new ContinuityError('CONT_ERR_SQL_REFUSED', 'the file() function reads local files');
+  }
+}
+
+/** Reads `EXPLAIN AST` lines ("  Function file (alias f) (children 1)": one space per level). */
+function parseExplainAst(lines: string[]): AstNode[] {
+  const nodes: AstNode[] = [];
+  const open: number[] = []; // index of the last node seen at each depth
+  for (const line of lines) {
+    const depth = line.length - line.trimStart().length;
+    const [kind = '', name = ''] = line.trim().split(/\s+/);
+    nodes.push({ depth, kind, name, parent: depth === 0 ? -1 : (open[depth - 1] ?? -1) });
+    open[depth] = nodes.length - 1;
+    open.length = depth + 1;
+  }
+  return nodes;
 }
 
 function firstLine(message: string): string {

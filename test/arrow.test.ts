@@ -3,11 +3,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { CompressionType, compressionRegistry, tableFromIPC, Type, type Table } from 'apache-arrow';
+import { tableFromIPC, Type, type Table } from 'apache-arrow';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContinuityServer, type ContinuityServer } from '../api/index.ts';
 import { insertEvents, proxyEvents, repeat, type FixtureRequest } from './fixtures/proxy-scenario.ts';
-import { lz4FrameDecode } from './helpers/lz4-frame.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 // Ad hoc SQL as Arrow IPC (issue 5, item 4): `continuity sql … --format arrow` and
@@ -61,27 +60,18 @@ function expectTable(t: Table): void {
 }
 
 /**
- * Reads an Arrow IPC stream. ClickHouse compresses ArrowStream buffers with LZ4_FRAME by
- * default (output_format_arrow_compression_method) and apache-arrow has no codec for it;
- * the test registers one so the content can be checked either way (see the known-bug test).
+ * Reads an Arrow IPC stream with apache-arrow as shipped: no compression codec is
+ * registered, so a compressed stream (ClickHouse's default, LZ4_FRAME) throws
+ * "Record batch is compressed but codec not found". store.readOnly asks for
+ * output_format_arrow_compression_method = 'none'.
  */
 function readArrow(bytes: Uint8Array): Table {
-  compressionRegistry.set(CompressionType.LZ4_FRAME, { decode: lz4FrameDecode });
   return tableFromIPC(bytes);
 }
 
-/** Whether apache-arrow, as shipped (no codec registered), reads the stream. */
-function readsWithoutCodec(bytes: Uint8Array): boolean {
-  const saved = compressionRegistry.get(CompressionType.LZ4_FRAME);
-  compressionRegistry.set(CompressionType.LZ4_FRAME, {});
-  try {
-    tableFromIPC(bytes);
-    return true;
-  } catch {
-    return false;
-  } finally {
-    if (saved) compressionRegistry.set(CompressionType.LZ4_FRAME, saved);
-  }
+/** Whether `bytes` hold an LZ4 frame (magic 0x184D2204, little-endian), i.e. a compressed buffer. */
+function hasLz4Frame(bytes: Uint8Array): boolean {
+  return Buffer.from(bytes).includes(Buffer.from([0x04, 0x22, 0x4d, 0x18]));
 }
 
 describe('continuity sql --format arrow', () => {
@@ -117,11 +107,10 @@ describe('continuity sql --format arrow', () => {
     expect(t.getChild('x')!.toArray()).toEqual(new BigUint64Array([0n, 1n, 2n, 3n, 4n, 5n, 6n]));
   });
 
-  // KNOWN BUG (reported): store.readOnly does not set output_format_arrow_compression_method
-  // = 'none', so the stream is LZ4_FRAME-compressed and a plain apache-arrow reader throws
-  // "Record batch is compressed but codec not found". When fixed, drop `.fails`.
-  it.fails('is readable by apache-arrow without a compression codec', async () => {
-    expect(readsWithoutCodec(await cli(['sql', STATEMENT, '--format', 'arrow']))).toBe(true);
+  it('is readable by apache-arrow without a compression codec', async () => {
+    const bytes = await cli(['sql', STATEMENT, '--format', 'arrow']);
+    expect(hasLz4Frame(bytes)).toBe(false);
+    expect(() => tableFromIPC(bytes)).not.toThrow();
   });
 });
 
@@ -160,9 +149,9 @@ describe('POST /api/sql with format arrow', () => {
     expect(res.json()).toMatchObject({ code: 'CONT_ERR_READONLY' });
   });
 
-  // KNOWN BUG (reported): see the CLI test above. When fixed, drop `.fails`.
-  it.fails('is readable by apache-arrow without a compression codec', async () => {
+  it('is readable by apache-arrow without a compression codec', async () => {
     const res = await post({ sql: STATEMENT, format: 'arrow' });
-    expect(readsWithoutCodec(res.rawPayload)).toBe(true);
+    expect(hasLz4Frame(res.rawPayload)).toBe(false);
+    expect(() => tableFromIPC(res.rawPayload)).not.toThrow();
   });
 });

@@ -198,6 +198,62 @@ const WRITES: Array<[string, string]> = [
   ['a table function writing through url()', "INSERT INTO FUNCTION url('http://127.0.0.1:9/x', CSV) SELECT 1"],
 ];
 
+/** Statements that carry their own SETTINGS clause somewhere (any setting: the wrapper's are the only ones). */
+const OWN_SETTINGS: Array<[string, string]> = [
+  ['the statement runs with readonly = 0', "SELECT getSetting('readonly') AS r SETTINGS readonly = 0"],
+  ['a local file is read', "SELECT * FROM file('/etc/hostname', LineAsString) SETTINGS readonly = 0"],
+  ['a server-side request through url()', "SELECT * FROM url('http://127.0.0.1:9/x', LineAsString) SETTINGS readonly = 0"],
+  ['in a CTE', "WITH f AS (SELECT * FROM file('/etc/hostname', LineAsString) SETTINGS readonly = 0) SELECT * FROM f"],
+  ['in a subquery', "SELECT * FROM (SELECT * FROM file('/etc/hostname', LineAsString) SETTINGS readonly = 0)"],
+  ['in the last SELECT of a UNION', "SELECT 'x' AS line UNION ALL SELECT * FROM file('/etc/hostname', LineAsString) SETTINGS readonly = 0"],
+  ['inside view()', "SELECT * FROM view(SELECT * FROM file('/etc/hostname', LineAsString) SETTINGS readonly = 0)"],
+  ['in an IN subquery', "SELECT 1 AS x WHERE 'a' IN (SELECT * FROM file('/etc/hostname', LineAsString) SETTINGS readonly = 0)"],
+  ['a harmless setting, in lower case', 'select 1 settings max_threads = 1'],
+];
+
+/** Table functions that reach outside the store, without a SETTINGS clause: readonly = 1 holds and the engine refuses them. */
+const OUTSIDE_TABLE_FUNCTIONS: Array<[string, string]> = [
+  ['file', "SELECT * FROM file('/etc/hostname', LineAsString)"],
+  ['url', "SELECT * FROM url('http://127.0.0.1:9/x', LineAsString)"],
+  ['s3', "SELECT * FROM s3('http://127.0.0.1:9/bucket/x', LineAsString)"],
+  ['remote', "SELECT * FROM remote('127.0.0.1:9', system.one)"],
+  ['mysql', "SELECT * FROM mysql('127.0.0.1:9', 'd', 't', 'u', 'p')"],
+  ['postgresql', "SELECT * FROM postgresql('127.0.0.1:9', 'd', 't', 'u', 'p')"],
+  ['hdfs', "SELECT * FROM hdfs('hdfs://127.0.0.1:9/x', LineAsString)"],
+  ['executable', "SELECT * FROM executable('cat', LineAsString, 'x String')"],
+  ['file, in a subquery of IN', "SELECT 1 AS x WHERE 'a' IN (SELECT * FROM file('/etc/hostname', LineAsString))"],
+];
+
+/** The scalar file() function reads a local file under readonly = 1 (checked with chdb 3.4.0). */
+const FILE_FUNCTION: Array<[string, string]> = [
+  ['in the select list', "SELECT file('/etc/hostname') AS f"],
+  ['in a WHERE of a CTE', "WITH t AS (SELECT 1 AS x WHERE file('/etc/hostname') != '') SELECT * FROM t"],
+];
+
+const SHOW_OUTFILE = join(tmpdir(), `continuity-sql-safety-show-${process.pid}.out`);
+/** Statements that cannot be a subquery; run on their own they would escape the limits and guards. */
+const NOT_WRAPPABLE: Array<[string, string]> = [
+  ['SHOW TABLES', 'SHOW TABLES'],
+  ['SHOW DATABASES', 'SHOW DATABASES'],
+  ['DESCRIBE TABLE', 'DESCRIBE TABLE events'],
+  ['DESC', 'desc events'],
+  ['DESCRIBE of a table function', "DESCRIBE file('/etc/hostname')"],
+  ['SHOW … INTO OUTFILE', `SHOW TABLES INTO OUTFILE '${SHOW_OUTFILE}'`],
+  ['EXPLAIN', 'EXPLAIN SELECT 1'],
+];
+
+/** Queries that must keep working: [what, statement, JSONEachRow rows]. */
+const LEGITIMATE: Array<[string, string, unknown[]]> = [
+  ['a CTE', "WITH s AS (SELECT service FROM events WHERE service = 'inj') SELECT count() AS n FROM s", [{ n: EVENTS.length / 2 }]],
+  ['a subquery', "SELECT n FROM (SELECT count() AS n FROM events WHERE service = 'other')", [{ n: EVENTS.length / 2 }]],
+  ['a UNION', 'SELECT 1 AS x UNION ALL SELECT 2 AS x', [{ x: 1 }, { x: 2 }]],
+  ['numbers() and values()', "SELECT number AS x FROM numbers(2) UNION ALL SELECT x FROM values('x UInt64', 7)", [{ x: 0 }, { x: 1 }, { x: 7 }]],
+  ['view()', 'SELECT * FROM view(SELECT 3 AS x)', [{ x: 3 }]],
+  ['the system-table equivalent of SHOW TABLES', "SELECT name FROM system.tables WHERE database = currentDatabase() AND name = 'events'", [{ name: 'events' }]],
+  ['the system-table equivalent of DESCRIBE', "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'events' AND name = 'service'", [{ name: 'service', type: 'LowCardinality(String)' }]],
+  ['a string that merely mentions SETTINGS and file()', "SELECT 'SETTINGS readonly = 0, file()' AS s", [{ s: 'SETTINGS readonly = 0, file()' }]],
+];
+
 describe('POST /api/sql: writes refused', () => {
   it.each(WRITES)('refuses %s with a coded 4xx and leaves the data alone', async (_what, statement) => {
     const before = await count();
@@ -219,17 +275,45 @@ describe('POST /api/sql: writes refused', () => {
     }
   });
 
-  // KNOWN BUG (reported): store.readOnly wraps the statement as a subquery under an outer
-  // `SETTINGS readonly = 1`, but the statement's own SETTINGS clause still applies inside
-  // it: `getSetting('readonly')` is 0 there, and table functions the engine refuses under
-  // readonly=1 (file(), url()) run — a local-file read and a server-side request. The
-  // outer LIMIT and max_execution_time still hold. Drop `.fails` when fixed.
-  it.fails.each([
-    ['the statement runs with readonly = 0', "SELECT getSetting('readonly') AS r SETTINGS readonly = 0"],
-    ['a local file is read', "SELECT * FROM file('/etc/hostname', LineAsString) SETTINGS readonly = 0"],
-  ])('refuses a SETTINGS clause that lifts readonly (%s)', async (_what, statement) => {
+  it.each(OWN_SETTINGS)('refuses a statement with its own SETTINGS clause (%s) with 403 CONT_ERR_SQL_REFUSED', async (_what, statement) => {
     const res = await post({ sql: statement, format: 'jsonl' });
+    expect(res.statusCode, res.body).toBe(403);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_SQL_REFUSED', message: expect.stringContaining('SETTINGS') });
+  });
+
+  it('refuses SETTINGS after a FORMAT clause too (not a query the wrapper can hold)', async () => {
+    const res = await post({ sql: 'SELECT 1 FORMAT JSON SETTINGS readonly = 0', format: 'jsonl' });
     expect([400, 403], res.body).toContain(res.statusCode);
+    expect(res.json().code).toMatch(/^CONT_ERR_(SQL_REFUSED|STORE_QUERY)$/);
+  });
+
+  it.each(OUTSIDE_TABLE_FUNCTIONS)('refuses the %s table function with 403 CONT_ERR_READONLY (the engine, under readonly = 1)', async (_name, statement) => {
+    const res = await post({ sql: statement, format: 'jsonl', timeout_s: 5 });
+    expect(res.statusCode, res.body).toBe(403);
+    expect(res.json().code).toBe('CONT_ERR_READONLY');
+  });
+
+  it.each(FILE_FUNCTION)('refuses the file() function (%s), which readonly = 1 does not stop, with 403 CONT_ERR_SQL_REFUSED', async (_what, statement) => {
+    const res = await post({ sql: statement, format: 'jsonl' });
+    expect(res.statusCode, res.body).toBe(403);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_SQL_REFUSED', message: expect.stringContaining('file()') });
+  });
+
+  it.each(NOT_WRAPPABLE)('refuses %s with 403 CONT_ERR_SQL_REFUSED naming the system-table equivalent', async (_what, statement) => {
+    const res = await post({ sql: statement });
+    expect(res.statusCode, res.body).toBe(403);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_SQL_REFUSED', message: expect.stringContaining('system.') });
+    expect(existsSync(SHOW_OUTFILE)).toBe(false);
+  });
+
+  it.each(LEGITIMATE)('still runs %s', async (_what, statement, expected) => {
+    const res = await post({ sql: statement, format: 'jsonl' });
+    expect(res.statusCode, res.body).toBe(200);
+    // 64-bit integers may come quoted (output_format_json_quote_64bit_integers): compare as numbers
+    const rows = res.body.trim().split('\n').map((l) => JSON.parse(l, (_k, v: unknown) => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v)) as unknown);
+    // a UNION's ORDER BY binds to its last SELECT only, so rows are compared in any order
+    expect(rows).toHaveLength(expected.length);
+    expect(rows).toEqual(expect.arrayContaining(expected));
   });
 
   it('refuses the same file read without the SETTINGS clause (readonly = 1 holds there)', async () => {
@@ -309,6 +393,32 @@ describe('continuity query and continuity sql (real processes)', () => {
     expect(r.code, r.stdout).toBe(1);
     expect(r.stderr).toMatch(/CONT_ERR_(READONLY|STORE_QUERY)/);
     expect(existsSync(OUT)).toBe(false);
+  });
+
+  it.each<[string, string, string]>([
+    ...OWN_SETTINGS.slice(0, 3).map(([what, sql]): [string, string, string] => [`its own SETTINGS (${what})`, sql, 'CONT_ERR_SQL_REFUSED']),
+    ['its own SETTINGS in a CTE', OWN_SETTINGS[3]![1], 'CONT_ERR_SQL_REFUSED'],
+    ['the file() function', FILE_FUNCTION[0]![1], 'CONT_ERR_SQL_REFUSED'],
+    ['the url table function', OUTSIDE_TABLE_FUNCTIONS[1]![1], 'CONT_ERR_READONLY'],
+    ['the remote table function', OUTSIDE_TABLE_FUNCTIONS[3]![1], 'CONT_ERR_READONLY'],
+    ['SHOW TABLES', 'SHOW TABLES', 'CONT_ERR_SQL_REFUSED'],
+    ['DESCRIBE', 'DESCRIBE TABLE events', 'CONT_ERR_SQL_REFUSED'],
+  ])('sql refuses %s (exit 1, %s)', async (_what, statement, code) => {
+    const r = await cli(['sql', statement, '--format', 'json']);
+    expect(r.code, r.stdout).toBe(1);
+    expect(r.stdout).toBe('');
+    expect(r.stderr).toContain(code);
+  });
+
+  it('sql still runs a CTE with a UNION, and its help advertises no SHOW/DESCRIBE', async () => {
+    const r = await cli(['sql', "WITH s AS (SELECT service FROM events WHERE service = 'inj') SELECT count() AS n FROM s UNION ALL SELECT 0 AS n", '--format', 'csv']);
+    expect(r.code, r.stderr).toBe(0);
+    const [header, ...rows] = r.stdout.trim().split(/\r?\n/);
+    expect(header).toBe('"n"');
+    expect(rows.sort()).toEqual([String(EVENTS.length / 2), '0'].sort());
+    const help = await cli(['sql', '--help']);
+    expect(help.stdout).toMatch(/system\.tables/);
+    expect(help.stdout).not.toMatch(/SHOW|DESCRIBE|EXPLAIN/);
   });
 
   it('after all of it: the same number of events, and no new table', async () => {

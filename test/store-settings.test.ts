@@ -57,19 +57,32 @@ describe('ad hoc SQL is read-only, enforced by the store', () => {
     ['a settings change', 'SET readonly = 0'],
     ['a file read', "SELECT * FROM file('/etc/passwd', LineAsString)"],
     ['a file write', "INSERT INTO FUNCTION file('/tmp/continuity-pwned.csv', CSV) SELECT 1"],
+    ['a SETTINGS clause lifting readonly', "SELECT * FROM file('/etc/passwd', LineAsString) SETTINGS readonly = 0"],
+    ['the file() function', "SELECT file('/etc/passwd') AS f"],
   ])('refuses %s', async (_what, sql) => {
     const err = await t.store.readOnly(sql, opts).then(
       () => undefined,
       (e: unknown) => e,
     );
     expect(isContinuityError(err)).toBe(true);
-    expect(['CONT_ERR_READONLY', 'CONT_ERR_STORE_QUERY']).toContain((err as { code: string }).code);
+    expect(['CONT_ERR_READONLY', 'CONT_ERR_SQL_REFUSED', 'CONT_ERR_STORE_QUERY']).toContain((err as { code: string }).code);
     expect(await count()).toBeGreaterThan(0);
   });
 
   it('names a write as CONT_ERR_READONLY', async () => {
     await expect(t.store.readOnly('DROP TABLE events', opts)).rejects.toMatchObject({ code: 'CONT_ERR_READONLY' });
     await expect(t.store.readOnly("SELECT * FROM file('/etc/passwd', LineAsString)", opts)).rejects.toMatchObject({ code: 'CONT_ERR_READONLY' });
+  });
+
+  it('names a statement with its own SETTINGS, and the file() function, as CONT_ERR_SQL_REFUSED', async () => {
+    await expect(t.store.readOnly("SELECT getSetting('readonly') AS r SETTINGS readonly = 0", opts)).rejects.toMatchObject({ code: 'CONT_ERR_SQL_REFUSED' });
+    await expect(t.store.readOnly('SELECT 1 SETTINGS max_threads = 1', opts)).rejects.toMatchObject({ code: 'CONT_ERR_SQL_REFUSED' });
+    await expect(t.store.readOnly("SELECT file('/etc/passwd') AS f", opts)).rejects.toMatchObject({ code: 'CONT_ERR_SQL_REFUSED' });
+  });
+
+  it('runs the statement under readonly = 1', async () => {
+    const out = await t.store.readOnly("SELECT getSetting('readonly') AS r", opts);
+    expect(JSON.parse(out.toString().trim())).toEqual({ r: 1 });
   });
 
   it('still answers queries, and inserts still work afterwards', async () => {

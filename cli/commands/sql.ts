@@ -8,12 +8,16 @@ const FORMATS: Record<string, string> = {
   arrow: 'ArrowStream',
 };
 
-/** `continuity sql "<SELECT…>"`: ad hoc SQL, read-only as enforced by the store (readonly=1). */
+/**
+ * `continuity sql "<SELECT…>"`: ad hoc SQL, read-only as enforced by the store
+ * (readonly=1). One query only: SHOW/DESCRIBE/EXPLAIN are refused (store.readOnly
+ * says why), so the help points at the system tables instead.
+ */
 export function registerSql(program: Command): void {
   program
     .command('sql')
     .description('run ad hoc read-only SQL (the store enforces readonly=1; writes are refused)')
-    .argument('<statement>', 'one SELECT (or SHOW/DESCRIBE/EXPLAIN) statement')
+    .argument('<statement>', 'one SELECT (WITH, subqueries and UNION are fine; no SETTINGS clause); for tables and columns query system.tables and system.columns')
     .option('-f, --format <format>', 'table | json | csv | arrow (Arrow IPC stream)', 'table')
     .option('--max-rows <n>', 'stop after this many rows', '10000')
     .option('--timeout <seconds>', 'maximum execution time', '30')
