@@ -1,7 +1,8 @@
 /**
  * The collector benchmark's MCP server (child process of bench/collector.ts): the
  * SDK examples' stateful Streamable HTTP server with an `echo` tool, with or
- * without collectors/mcp.
+ * without collectors/mcp; like the SDK's Express examples it parses each POST
+ * body once and passes it to the transport (see `parsedBody`).
  *
  *   node --import tsx bench/collector-server.ts --collector on|off [--otlp URL]
  *
@@ -46,6 +47,19 @@ async function readBody(req: IncomingMessage): Promise<unknown> {
   return text ? (JSON.parse(text) as unknown) : undefined;
 }
 
+/**
+ * Reads and parses a POST body once, as the SDK's Express examples do with
+ * `express.json()`: the body is set on `req.body` and handed to the transport
+ * pre-parsed (`handleRequest(req, res, parsedBody)`), so neither the SDK nor the
+ * collector parses it again. Both servers of the benchmark do this.
+ */
+async function parsedBody(req: IncomingMessage): Promise<unknown> {
+  if (req.method !== 'POST') return undefined;
+  const body = await readBody(req);
+  (req as IncomingMessage & { body?: unknown }).body = body;
+  return body;
+}
+
 async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
   const sid = req.headers['mcp-session-id'];
   if (typeof sid === 'string') {
@@ -54,10 +68,10 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
       res.writeHead(404, { 'Content-Type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
       return;
     }
-    await t.handleRequest(req, res);
+    await t.handleRequest(req, res, await parsedBody(req));
     return;
   }
-  const body = req.method === 'POST' ? await readBody(req) : undefined;
+  const body = await parsedBody(req);
   if (!isInitializeRequest(body)) {
     res.writeHead(400).end();
     return;

@@ -251,6 +251,8 @@ class Exchange {
   reqTap: JsonBodyTap | undefined = undefined;
   /** The request body was longer than the inspection limit. */
   requestTruncated = false;
+  /** The request body was read to its end; it is summarized when first needed (the host may parse it for us). */
+  bodyComplete = false;
   summary: RequestSummary = emptySummary();
   summarized = false;
   /** The arrival record went out on its own (the request was open at an export). */
@@ -678,7 +680,11 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   const queueOpenArrivals = () => {
     if (state === 'closed') return;
     for (const ex of open) {
-      if (ex.arrivalQueued || ex.settled || !ex.summarized) continue;
+      if (ex.arrivalQueued || ex.settled) continue;
+      if (!ex.summarized) {
+        if (!ex.bodyComplete) continue;
+        finishRequestBody(ex);
+      }
       if (!queue.hasRoom()) return;
       ex.arrivalQueued = queue.push({ arrivalOf: ex });
     }
@@ -727,17 +733,32 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     }
     // notifications/cancelled (MCP "Cancellation"): mark the named in-flight request.
     if (ex.sessionKey && s.cancelledRequestId) {
+      summarizePending(ex.sessionKey);
       const target = byRequestId.get(`${ex.sessionKey} ${s.cancelledRequestId}`);
       if (target && !target.settled) target.cancelled = true;
     }
   };
 
+  /**
+   * Summarizes the request from its body: the one the host parsed (`req.body`, as
+   * `express.json()` sets it, or passed to `supplyBody`) when there is one by
+   * now — parsing a body twice is most of what reading it costs — else the
+   * tapped bytes, parsed here. Called when the summary is first needed (an
+   * export finds the request open, it settles, a cancellation names a request).
+   */
   const finishRequestBody = (ex: Exchange) => {
     if (ex.summarized) return;
     const tap = ex.reqTap;
     ex.reqTap = undefined;
+    const hostBody = (ex.req as (IncomingMessage & { body?: unknown }) | undefined)?.body;
+    if (typeof hostBody === 'object' && hostBody !== null) return useSummary(ex, hostBody);
     if (tap?.truncated) ex.requestTruncated = true;
     useSummary(ex, tap && !tap.truncated ? tap.parse() : undefined);
+  };
+
+  /** Summarizes the complete bodies of a session's open requests, so a cancellation and its target find each other. */
+  const summarizePending = (sessionKey: string) => {
+    for (const other of open) if (other.bodyComplete && !other.summarized && other.sessionKey === sessionKey) finishRequestBody(other);
   };
 
   const onHead = (ex: Exchange, res: ServerResponse, statusArg: unknown, passed: unknown) => {
@@ -794,6 +815,8 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     if (ex.requestIdKey && byRequestId.get(ex.requestIdKey) === ex) byRequestId.delete(ex.requestIdKey);
     try {
       if (!ex.summarized) finishRequestBody(ex);
+      // A cancellation of this request may still sit unsummarized in an open exchange.
+      if (ex.sessionKey && ex.summary.expectsResponse && !ex.cancelled) summarizePending(ex.sessionKey);
       const findings = ex.findings ?? (ex.findings = emptyFindings());
       const responseText = finished && ex.jsonTap ? ex.jsonTap.text() : undefined;
       if (responseText !== undefined) noteResponseText(findings, responseText);
@@ -900,7 +923,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   // allocates no closures. They pass every argument through unchanged.
   const tappedEmit = function (this: IncomingMessage, event: string | symbol, chunk?: unknown): boolean {
     const ex = (this as Tapped)[EXCHANGE];
-    if (ex && !ex.summarized && ex.reqTap) {
+    if (ex && !ex.summarized && ex.reqTap && !ex.bodyComplete) {
       // Observing 'data' through emit sees every chunk whoever reads the stream
       // (listeners, read(), Readable.toWeb) without changing its flowing mode.
       try {
@@ -908,7 +931,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
           ex.reqTap.write(chunk, this.readableEncoding ?? undefined);
           if (ex.reqTap.truncated) finishRequestBody(ex);
         } else if (event === 'end') {
-          finishRequestBody(ex);
+          ex.bodyComplete = true;
           queue.schedule();
         }
       } catch (err) {

@@ -138,6 +138,38 @@ describe('collectors/mcp never hurts the host', () => {
     }
   });
 
+  it('uses the body the host parsed (req.body) instead of parsing the tapped bytes again', async () => {
+    const exporter = new KeepingExporter();
+    const collector = createMcpCollector({ hashKey: HASH_KEY, service: { name: 't' }, exporter });
+    const handler = (req: IncomingMessage, res: ServerResponse) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        // Like express.json(); a marker tool name shows which body the arrival was summarized from.
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { params: { name: string } };
+        body.params.name = 'from-host';
+        (req as IncomingMessage & { body?: unknown }).body = body;
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"jsonrpc":"2.0","id":1,"result":{}}');
+      });
+    };
+    const server = createServer(collector.wrapHandler(handler));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    try {
+      const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`, { method: 'POST', body: '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"from-wire"}}', headers: { 'content-type': 'application/json' } });
+      expect(res.status).toBe(200);
+      await res.text();
+      await until(() => collector.counters().in_flight === 0);
+      await collector.flush();
+      const events = exporter.getFinishedLogRecords().flatMap((r) => logRecordToEvents(fromReadableLogRecord(r)));
+      expect(events.find((e) => e.event_type === 'arrival')).toMatchObject({ mcp_method: 'tools/call', tool_name: 'from-host', jsonrpc_id: '1' });
+      expect(events.find((e) => e.event_type === 'settlement')).toMatchObject({ outcome: 'ok', http_status: 200 });
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await collector.shutdown({ drainTimeoutMs: 0 });
+    }
+  });
+
   it('is a no-op when disabled', async () => {
     const collector = createMcpCollector({ enabled: false, service: { name: 'off' } });
     let nextCalled = false;
