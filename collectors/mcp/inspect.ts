@@ -242,37 +242,64 @@ function chunkLength(chunk: unknown): number {
  * body over the limit is never parsed (`truncated` is set instead).
  */
 export class JsonBodyTap {
-  private readonly decoder: BoundedDecoder;
-  private readonly parts: string[] = [];
+  /** Chunks as written (strings in UTF-8 or Buffers): decoded only when the text is asked for, which it often is not (the host parsed the body). */
+  private parts: Array<string | Uint8Array> = [];
+  private bytes = 0;
+  private over = false;
 
-  constructor(limitBytes: number) {
-    this.decoder = new BoundedDecoder(limitBytes);
-  }
+  constructor(private readonly limitBytes: number) {}
 
   /** More than the limit was written: the body was not parsed. */
   get truncated(): boolean {
-    return this.decoder.truncated;
+    return this.over;
   }
 
   /** Feeds one chunk (string with optional encoding, Buffer or Uint8Array). */
   write(chunk: unknown, encoding?: unknown): void {
-    const text = this.decoder.decode(chunk, encoding);
-    if (text) this.parts.push(text);
+    if (this.over) return;
+    let part: string | Uint8Array;
+    let size: number;
+    if (typeof chunk === 'string') {
+      const enc = typeof encoding === 'string' && Buffer.isEncoding(encoding) ? encoding : 'utf8';
+      if (enc === 'utf8' || enc === 'utf-8') {
+        part = chunk;
+        // A UTF-8 string takes at most 3 bytes per UTF-16 unit: count exactly only near the limit.
+        size = this.bytes + chunk.length * 3 <= this.limitBytes ? chunk.length : Buffer.byteLength(chunk, 'utf8');
+      } else {
+        part = Buffer.from(chunk, enc);
+        size = part.byteLength;
+      }
+    } else if (chunk instanceof Uint8Array) {
+      part = chunk;
+      size = chunk.byteLength;
+    } else return;
+    if (size === 0) return;
+    if (this.bytes + size > this.limitBytes) {
+      this.over = true;
+      this.parts = [];
+      return;
+    }
+    this.bytes += size;
+    this.parts.push(part);
   }
 
-  /** The body text; undefined when empty or truncated. Consumes what was written. */
+  /** The body text (UTF-8); undefined when empty or truncated. Consumes what was written. */
   text(): string | undefined {
-    if (this.decoder.truncated || this.parts.length === 0) return undefined;
-    const text = this.parts.length === 1 ? this.parts[0]! : this.parts.join('');
-    this.parts.length = 0;
-    return text;
+    const parts = this.parts;
+    if (this.over || parts.length === 0) return undefined;
+    this.parts = [];
+    if (parts.length === 1) {
+      const only = parts[0]!;
+      return typeof only === 'string' ? only : Buffer.from(only.buffer, only.byteOffset, only.byteLength).toString('utf8');
+    }
+    // Bytes are joined before decoding, so a character split across chunks survives.
+    return Buffer.concat(parts.map((p) => (typeof p === 'string' ? Buffer.from(p, 'utf8') : p))).toString('utf8');
   }
 
   /** The parsed body; undefined when empty, truncated or not JSON. */
   parse(): unknown {
-    if (this.decoder.truncated || this.parts.length === 0) return undefined;
-    const text = this.parts.join('');
-    this.parts.length = 0;
+    const text = this.text();
+    if (text === undefined) return undefined;
     try {
       return JSON.parse(text) as unknown;
     } catch {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseEvent } from '../../schema/index.ts';
 import { createMcpCollector } from './collector.ts';
-import { logRecordToEvent, type OtlpKeyValue } from './log-record.ts';
+import { logRecordToEvent, logRecordToEvents, type OtlpKeyValue } from './log-record.ts';
 import { HASH_KEY } from './test-support/sdk-fixture.ts';
 
 /** A stand-in OTLP/HTTP receiver on loopback that keeps every request. */
@@ -84,6 +84,39 @@ describe('OTLP/HTTP export', () => {
     expect(events[3]).toMatchObject({ global_count: 40, global_cap: 256 });
     expect(events[4]).toMatchObject({ reason: 'upgrade', in_flight: 0 });
     expect(collector.counters()).toMatchObject({ exported: 5, export_failures: 0, dropped: 0 });
+  });
+
+  it('JSON: a request becomes one exchange record that splits into a valid arrival and settlement', async () => {
+    const before = received.length;
+    const collector = createMcpCollector({ hashKey: HASH_KEY, service: { name: 'otlp-exchange' }, otlp: { url } });
+    const host = createServer(
+      collector.wrapHandler((req, res) => {
+        req.resume();
+        req.on('end', () => res.writeHead(200, { 'content-type': 'text/event-stream', 'mcp-session-id': 'raw-session-EX' }).end('event: message\ndata: {"jsonrpc":"2.0","id":7,"result":{"content":[]}}\n\n'));
+      }),
+    );
+    await new Promise<void>((resolve) => host.listen(0, '127.0.0.1', resolve));
+    const res = await fetch(`http://127.0.0.1:${(host.address() as AddressInfo).port}/mcp`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'user-agent': 'ua "quoted" \\ é' },
+      body: '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo"}}',
+    });
+    await res.text();
+    host.closeAllConnections();
+    await new Promise<void>((resolve) => host.close(() => resolve()));
+    await collector.shutdown({ drainTimeoutMs: 1000 });
+    const payloads = received.slice(before).map((r) => JSON.parse(r.body.toString('utf8')) as OtlpJsonLogs);
+    const records = payloads.flatMap((p) => p.resourceLogs.flatMap((rl) => rl.scopeLogs.flatMap((sl) => sl.logRecords.map((lr) => ({ lr, resource: rl.resource?.attributes })))));
+    expect(records.map((r) => r.lr.eventName)).toEqual(['boot', 'exchange', 'shutdown']);
+    const events = records.flatMap(({ lr, resource }) => logRecordToEvents({ eventName: lr.eventName, timeUnixNano: lr.timeUnixNano, attributes: lr.attributes, resourceAttributes: resource }));
+    expect(events.map((e) => e.event_type)).toEqual(['boot', 'arrival', 'settlement', 'shutdown']);
+    for (const e of events) expect(parseEvent(e).ok, JSON.stringify(parseEvent(e))).toBe(true);
+    const [, arrival, settlement] = events;
+    expect(arrival).toMatchObject({ mcp_method: 'tools/call', tool_name: 'echo', jsonrpc_id: '7', user_agent: 'ua "quoted" \\ é', source: 'server' });
+    expect(arrival!.event_id).toBe(arrival!.arrival_id);
+    expect(settlement).toMatchObject({ outcome: 'ok', http_status: 200, session_resolution: 'new', arrival_id: arrival!.arrival_id });
+    expect(settlement!.session_key).toBe(settlement!.minted_session_key);
+    expect(Number(settlement!.ts)).toBeGreaterThanOrEqual(Number(arrival!.ts));
   });
 
   it('protobuf: sends application/x-protobuf to the same endpoint', async () => {

@@ -373,6 +373,7 @@ export function createOtlpJsonSink(options: OtlpOptions, origin: RecordOrigin): 
 }
 
 const keyJson = new Map<string, string>();
+const keyValuePrefix = new Map<string, string>();
 
 /** JSON text of an attribute key or event name, memoized (a small fixed set). */
 function jsonKey(key: string): string {
@@ -384,19 +385,27 @@ function jsonKey(key: string): string {
   return text;
 }
 
+/** `{"key":<key>,"value":{` for an attribute key, memoized. */
+function kvPrefix(key: string): string {
+  let text = keyValuePrefix.get(key);
+  if (text === undefined) {
+    text = `{"key":${JSON.stringify(key)},"value":{`;
+    if (keyValuePrefix.size < 1024) keyValuePrefix.set(key, text);
+  }
+  return text;
+}
+
 /** OTLP/JSON `KeyValue` list (common/v1): strings, integers (`intValue`), other numbers (`doubleValue`), booleans. */
 export function encodeAttributes(attributes: Readonly<Record<string, unknown>>): string {
-  let out = '[';
-  let first = true;
+  let out = '';
   for (const key in attributes) {
     const v = attributes[key];
     let value: string;
-    if (typeof v === 'string') value = `{"stringValue":${JSON.stringify(v)}}`;
-    else if (typeof v === 'number') value = !Number.isFinite(v) ? `{"stringValue":"${v}"}` : Number.isInteger(v) ? `{"intValue":${v}}` : `{"doubleValue":${v}}`;
-    else if (typeof v === 'boolean') value = `{"boolValue":${v}}`;
+    if (typeof v === 'string') value = `"stringValue":${JSON.stringify(v)}}}`;
+    else if (typeof v === 'number') value = !Number.isFinite(v) ? `"stringValue":"${v}"}}` : Number.isInteger(v) ? `"intValue":${v}}}` : `"doubleValue":${v}}}`;
+    else if (typeof v === 'boolean') value = `"boolValue":${v}}}`;
     else continue;
-    out += `${first ? '' : ','}{"key":${jsonKey(key)},"value":${value}}`;
-    first = false;
+    out += (out === '' ? '' : ',') + kvPrefix(key) + value;
   }
-  return out + ']';
+  return `[${out}]`;
 }
