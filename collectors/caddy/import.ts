@@ -25,10 +25,10 @@ export interface CaddyImportOptions {
   /** Cap on error-log entries held in memory for the join (default 1,000,000). */
   maxErrorEntries?: number;
   /**
-   * Rows per insert (default 30,000). Each insert becomes a part the engine later merges:
-   * at 10,000 rows the background merges took a third of the engine's CPU on a
-   * 1,000,000-line import (10 of 30 s), at 30,000 under half of that (4.7 of 24 s). The
-   * engine's insert memory grows with the rows per insert (bench/import.ts has the figures).
+   * Rows per insert (default 10,000). Larger inserts leave fewer parts to merge (1,000,000
+   * lines: background merges 6.6 CPU-s at 10,000 rows, 3.5 at 30,000) but write costlier
+   * parts, so the total CPU came out the same, while peak RSS grew by ~200 MB
+   * (bench/import.ts has the figures).
    */
   batchRows?: number;
   /** Stream read for `'-'` (default `process.stdin`). */
@@ -282,7 +282,7 @@ export async function convertCaddyLogs(options: CaddyImportOptions, onRow: (row:
 export async function importCaddyLogs(store: Store, options: CaddyImportOptions): Promise<ImportReport> {
   const events = createBatchWriter({
     sink: createStoreSink(store, 'events', { token: contentToken('caddy-import') }),
-    maxRows: options.batchRows ?? 30_000,
+    maxRows: options.batchRows ?? 10_000,
     maxBytes: 32 << 20,
     flushIntervalMs: 0,
     maxPendingBatches: 1,
