@@ -1,6 +1,6 @@
 /**
  * Collector overhead benchmark:
- * `npm run bench:collector [-- --pairs 20 --round-s 1 --clients 8 --sink null|gateway --cpu-prof <dir>]`.
+ * `npm run bench:collector [-- --pairs 30 --round-s 1 --clients 8 --sink null|gateway --cpu-prof <dir>]`.
  *
  * Two SDK MCP servers run as child processes (bench/collector-server.ts): one bare,
  * one instrumented by collectors/mcp exporting OTLP/HTTP to a sink in this process
@@ -43,7 +43,7 @@ const SERVER = fileURLToPath(new URL('./collector-server.ts', import.meta.url));
 
 const { values: args } = parseArgs({
   options: {
-    pairs: { type: 'string', default: '20' },
+    pairs: { type: 'string', default: '30' },
     'round-s': { type: 'string', default: '1' },
     clients: { type: 'string', default: '8' },
     sink: { type: 'string', default: 'null' },
