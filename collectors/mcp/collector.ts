@@ -270,7 +270,6 @@ class Exchange {
   cancelled = false;
   principalKey = '';
   principalResolved = false;
-  requestIdKey = '';
   settlement: Settled | undefined = undefined;
   /** The methods the taps replaced (called through, unchanged). */
   originalEmit: IncomingMessage['emit'] | undefined = undefined;
@@ -598,7 +597,6 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   const exchangeOf = (req: IncomingMessage): Exchange | undefined => (req as Tapped)[EXCHANGE];
   const open = new Set<Exchange>();
   const byArrival = new Map<string, Exchange>();
-  const byRequestId = new Map<string, Exchange>();
   const sessions = new BoundedMap<string, SessionInfo>(o.maxTrackedSessions ?? 16_384);
   let drainWaiter: (() => void) | undefined;
 
@@ -727,15 +725,16 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     ex.summarized = true;
     ex.summary = summarizeRequest(body) ?? emptySummary();
     const s = ex.summary;
-    if (ex.sessionKey && s.expectsResponse && s.id) {
-      ex.requestIdKey = `${ex.sessionKey} ${s.id}`;
-      byRequestId.set(ex.requestIdKey, ex);
-    }
-    // notifications/cancelled (MCP "Cancellation"): mark the named in-flight request.
+    // notifications/cancelled (MCP "Cancellation"): mark the named in-flight request
+    // (the latest open one with that id on the session). Cancellations are rare, so the
+    // open requests are searched then, instead of indexing every request by its id.
     if (ex.sessionKey && s.cancelledRequestId) {
       summarizePending(ex.sessionKey);
-      const target = byRequestId.get(`${ex.sessionKey} ${s.cancelledRequestId}`);
-      if (target && !target.settled) target.cancelled = true;
+      let target: Exchange | undefined;
+      for (const other of open) {
+        if (other !== ex && !other.settled && other.sessionKey === ex.sessionKey && other.summary.expectsResponse && other.summary.id === s.cancelledRequestId) target = other;
+      }
+      if (target) target.cancelled = true;
     }
   };
 
@@ -812,7 +811,6 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   const completeSettlement = (ex: Exchange, finished: boolean, atMs: number) => {
     open.delete(ex);
     if (ex.arrivalId) byArrival.delete(ex.arrivalId);
-    if (ex.requestIdKey && byRequestId.get(ex.requestIdKey) === ex) byRequestId.delete(ex.requestIdKey);
     try {
       if (!ex.summarized) finishRequestBody(ex);
       // A cancellation of this request may still sit unsummarized in an open exchange.

@@ -343,8 +343,17 @@ export class SseBodyTap {
   write(chunk: unknown, encoding?: unknown): void {
     const text = this.decoder.decode(chunk, encoding);
     if (!text) return;
-    const buf = this.pending + text;
+    const buf = this.pending ? this.pending + text : text;
     let start = 0;
+    if (buf.indexOf('\r') === -1) {
+      // LF-only text (what the SDK writes): find the line ends natively instead of testing each character.
+      for (let i = buf.indexOf('\n'); i !== -1; i = buf.indexOf('\n', start)) {
+        this.line(buf.slice(start, i));
+        start = i + 1;
+      }
+      this.pending = start === 0 ? buf : buf.slice(start);
+      return;
+    }
     for (let i = 0; i < buf.length; i++) {
       const c = buf.charCodeAt(i);
       if (c !== 10 && c !== 13) continue;
@@ -368,8 +377,8 @@ export class SseBodyTap {
   private line(line: string): void {
     if (line === '') {
       if (this.data.length > 0) {
-        const payload = this.data.join('\n');
-        this.data = [];
+        const payload = this.data.length === 1 ? this.data[0]! : this.data.join('\n');
+        this.data.length = 0;
         if (payload.trim() === '') return; // priming events carry empty data
         if (this.findings) {
           noteResponseText(this.findings, payload);
