@@ -4,7 +4,7 @@
  * without collectors/mcp; like the SDK's Express examples it parses each POST
  * body once and passes it to the transport (see `parsedBody`).
  *
- *   node --import tsx bench/collector-server.ts --collector on|off [--otlp URL]
+ *   node --import tsx bench/collector-server.ts --collector on|off [--otlp URL] [--body host|sdk]
  *
  * Talks to the parent over IPC: sends `{ ready: port }` once listening; answers
  * `{ cmd: 'stats' }` with `{ stats: { cpu_us, gc_us, emitted, events, exported, dropped, failed } }`
@@ -23,7 +23,9 @@ import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { createMcpCollector } from '../collectors/index.ts';
 
-const { values: args } = parseArgs({ options: { collector: { type: 'string', default: 'on' }, otlp: { type: 'string', default: 'http://127.0.0.1:4318/v1/logs' } } });
+const { values: args } = parseArgs({
+  options: { collector: { type: 'string', default: 'on' }, otlp: { type: 'string', default: 'http://127.0.0.1:4318/v1/logs' }, body: { type: 'string', default: 'host' } },
+});
 
 const collector = createMcpCollector({
   enabled: args.collector === 'on',
@@ -68,7 +70,9 @@ async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> 
       res.writeHead(404, { 'Content-Type': 'application/json' }).end(JSON.stringify({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null }));
       return;
     }
-    await t.handleRequest(req, res, await parsedBody(req));
+    // --body sdk: the transport reads and parses the body itself (and the collector parses its copy).
+    if (args.body === 'sdk') await t.handleRequest(req, res);
+    else await t.handleRequest(req, res, await parsedBody(req));
     return;
   }
   const body = await parsedBody(req);

@@ -1,6 +1,11 @@
 /**
  * Collector overhead benchmark:
- * `npm run bench:collector [-- --pairs 30 --round-s 1 --clients 8 --sink null|gateway --cpu-prof <dir>]`.
+ * `npm run bench:collector [-- --pairs 30 --round-s 1 --clients 8 --sink null|gateway --body host|sdk --cpu-prof <dir>]`.
+ *
+ * `--body host` (default): each server parses a POST body once and hands it to the
+ * SDK transport pre-parsed, as the SDK's Express examples do (`express.json()` then
+ * `handleRequest(req, res, req.body)`), and the collector uses that parse; `--body
+ * sdk`: the transport parses the body itself and the collector parses its own copy.
  *
  * Two SDK MCP servers run as child processes (bench/collector-server.ts): one bare,
  * one instrumented by collectors/mcp exporting OTLP/HTTP to a sink in this process
@@ -47,6 +52,7 @@ const { values: args } = parseArgs({
     'round-s': { type: 'string', default: '1' },
     clients: { type: 'string', default: '8' },
     sink: { type: 'string', default: 'null' },
+    body: { type: 'string', default: 'host' },
     'cpu-prof': { type: 'string' },
   },
 });
@@ -54,6 +60,7 @@ const pairs = Math.max(5, Number(args.pairs));
 const roundMs = Number(args['round-s']) * 1000;
 const clientCount = Number(args.clients);
 if (args.sink !== 'null' && args.sink !== 'gateway') throw new Error('--sink must be null or gateway');
+if (args.body !== 'host' && args.body !== 'sdk') throw new Error('--body must be host or sdk');
 
 interface Stats {
   cpu_us: number;
@@ -111,7 +118,7 @@ async function startGatewaySink(): Promise<{ url: string; requests: () => number
 }
 
 async function startTarget(name: Target['name'], otlpUrl: string): Promise<Target> {
-  const child = fork(SERVER, ['--collector', name === 'collector' ? 'on' : 'off', '--otlp', otlpUrl], {
+  const child = fork(SERVER, ['--collector', name === 'collector' ? 'on' : 'off', '--otlp', otlpUrl, '--body', args.body!], {
     // One directory per server: each process writes one profile per thread (tsx's loader runs in a worker).
     execArgv: ['--import', 'tsx', ...(args['cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', join(args['cpu-prof'], name)] : [])],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -186,7 +193,7 @@ try {
   targets.push(bare);
   const instrumented = await startTarget('collector', sink.url);
   targets.push(instrumented);
-  console.log(`collector bench: ${clientCount} SDK clients per server, ${pairs} pairs of ${roundMs / 1000} s rounds, sink ${args.sink}`);
+  console.log(`collector bench: ${clientCount} SDK clients per server, ${pairs} pairs of ${roundMs / 1000} s rounds, sink ${args.sink}, bodies parsed by the ${args.body}`);
   for (const t of [bare, instrumented]) {
     const w = await round(t, 2000);
     console.log(`warm-up ${t.name.padEnd(9)} ${fmt(w.rps, 0)} calls/s`);
@@ -234,6 +241,7 @@ try {
     records_dropped: final.dropped,
     records_failed: final.failed,
     sink: args.sink,
+    body: args.body,
     sink_requests: sink.requests(),
     clients: clientCount,
     pairs,
