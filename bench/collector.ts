@@ -8,10 +8,10 @@
  * sdk`: the transport parses the body itself and the collector parses its own copy.
  *
  * Two SDK MCP servers run as child processes (bench/collector-server.ts): one bare,
- * one instrumented by collectors/mcp exporting OTLP/HTTP to a sink in this process
- * on loopback — `null` (reads the body, answers `{}`: the collector's own cost
- * only) or `gateway` (the real ingest gateway: decode, map, validate; events then
- * discarded). `--clients` SDK `Client`s per server (each one session, one call at a
+ * one instrumented by collectors/mcp exporting OTLP/HTTP to a sink on loopback —
+ * `null` (bench/collector-sink.ts, its own process: reads the body, answers `{}`; the
+ * collector's own cost only) or `gateway` (the real ingest gateway in this process:
+ * decode, map, validate; events then discarded). `--clients` SDK `Client`s per server (each one session, one call at a
  * time) call `tools/call echo` as fast as they can. Rounds alternate between the
  * two servers (order swapped every pair, after one warm-up round each), so drift
  * hits both alike; many short rounds rather than a few long ones, because on a
@@ -33,7 +33,6 @@
  * call of the server process are steadier, so both are printed.
  */
 import { fork, type ChildProcess } from 'node:child_process';
-import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -45,6 +44,7 @@ import { createGateway, mapOtlpRecord } from '../ingest/index.ts';
 
 const GOAL = 0.97;
 const SERVER = fileURLToPath(new URL('./collector-server.ts', import.meta.url));
+const SINK = fileURLToPath(new URL('./collector-sink.ts', import.meta.url));
 
 const { values: args } = parseArgs({
   options: {
@@ -89,21 +89,26 @@ interface Round {
   events_per_call: number;
 }
 
-/** A loopback OTLP/HTTP logs endpoint that reads and discards every body. */
+/** A loopback OTLP/HTTP logs endpoint that reads and discards every body, in its own process (bench/collector-sink.ts). */
 async function startNullSink(): Promise<{ url: string; requests: () => number; close: () => Promise<void> }> {
+  const child = fork(SINK, [], { execArgv: ['--import', 'tsx'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   let requests = 0;
-  const server: Server = createServer((req, res) => {
-    req.resume();
-    req.on('end', () => {
-      requests += 1;
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+  const port = await new Promise<number>((resolve, reject) => {
+    child.on('message', (m: { ready?: number; requests?: number }) => {
+      if (m.ready) resolve(m.ready);
+      if (m.requests !== undefined) requests = m.requests;
     });
+    child.once('exit', (code) => reject(new Error(`sink exited (${code})`)));
   });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
   return {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/logs`,
+    url: `http://127.0.0.1:${port}/v1/logs`,
     requests: () => requests,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    close: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      child.disconnect();
+      await exited;
+    },
   };
 }
 
