@@ -242,15 +242,16 @@ function fragmentOrder(names: readonly string[], order: string[] = [], visiting 
 /**
  * The SQL text of a named query, as sent to the store: `sql/<name>.sql` with the
  * fragments its header requires (`-- requires: proxy_requests, …`, files in
- * `sql/lib/`, transitively) prepended as common table expressions.
- *
- * A fragment is one CTE body, shared by several queries. One marked
- * `-- evaluate: once` becomes `name AS MATERIALIZED (…)`: the engine runs it once per
- * query into a temporary table, however many times the query and other fragments
- * read it (an ordinary CTE is inlined and re-run at every reference). The others
- * are inlined, so that each reader's filters reach the table scan. Fragments read the
- * same `{name:Type}` parameters as the query; `test/queries-registry.test.ts` checks
- * that every placeholder is declared with its type.
+ * `sql/lib/`, transitively, dependencies first) prepended as common table
+ * expressions. A fragment is one CTE body shared by several queries; the engine
+ * inlines a CTE at each reference, so each reader's filters and columns reach the
+ * table scan, and a query that needs a fragment's rows in several places reads them
+ * once into a scalar (`WITH (SELECT groupArray(…) FROM fragment) AS rows`), which the
+ * engine evaluates once per query. (`WITH … AS MATERIALIZED` would say the same; it
+ * is experimental in ClickHouse 26.7 and hangs or returns wrong rows when one
+ * materialized CTE reads another, so it is not used.) Fragments read the same
+ * `{name:Type}` parameters as the query; `test/queries-registry.test.ts` checks that
+ * every placeholder is declared with its type.
  * @throws Error when a query or fragment file is missing or fragments form a cycle.
  */
 export function querySql(name: string): string {
@@ -271,21 +272,14 @@ export function querySql(name: string): string {
 export function withFragments(text: string): string {
   const fragments = fragmentOrder(requiresOf(text));
   if (fragments.length === 0) return text;
-  const ctes = fragments
-    .map((f) => {
-      const body = readSql(`lib/${f}`).trimEnd();
-      const once = /^--\s*evaluate:\s*once\s*$/m.test(body);
-      return `${f} AS${once ? ' MATERIALIZED' : ''}\n(\n${body}\n)`;
-    })
-    .join(',\n');
+  const ctes = fragments.map((f) => `${f} AS\n(\n${readSql(`lib/${f}`).trimEnd()}\n)`).join(',\n');
   // The query's own WITH list (if any) continues after the fragments.
   const lines = text.split('\n');
   const first = lines.findIndex((l) => l.trim() !== '' && !l.trimStart().startsWith('--'));
   const head = lines.slice(0, first).join('\n');
   const rest = lines.slice(first).join('\n');
   const own = /^\s*WITH\b/i.exec(rest);
-  const sql = `${head}\nWITH\n${ctes}${own ? ',' + rest.slice(own[0].length) : '\n' + rest}`;
-  return `${sql.trimEnd()}\nSETTINGS enable_materialized_cte = 1`;
+  return `${head}\nWITH\n${ctes}${own ? ',' + rest.slice(own[0].length) : '\n' + rest}`;
 }
 
 /** Looks up a named query. @throws ContinuityError CONT_ERR_QUERY_UNKNOWN */

@@ -8,12 +8,12 @@
 --   lost:       an established session (it had a 2xx before) that never
 --               succeeds again in the range
 --   unresolved: none of the above
+-- requires: proxy_requests
 WITH
 r AS
 (
     SELECT ts, t, sk, client, ok
-    FROM proxy_requests(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+    FROM proxy_requests
 ),
 proxy_challenges AS
 (

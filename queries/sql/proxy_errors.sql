@@ -1,5 +1,6 @@
 -- proxy_errors: proxy-generated 5xx per restart gap, with the gap's duration and
 -- where it falls in the distribution of all gaps in the range.
+-- requires: proxy_restarts
 SELECT
     service,
     toDateTime64(first_5xx, 6, 'UTC') AS first_5xx,
@@ -10,7 +11,6 @@ SELECT
     proxy_5xx_get,
     round(quantileExact(0.5)(downtime_s) OVER (), 3) AS gap_p50_s,
     round(max(downtime_s) OVER (), 3) AS gap_max_s
-FROM proxy_restarts(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                    environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+FROM proxy_restarts
 WHERE proxy_5xx > 0
 ORDER BY first_5xx

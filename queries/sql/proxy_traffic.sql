@@ -3,6 +3,7 @@
 -- itself with a 5xx (upstream unreachable), other 5xx, refused misses, 401/403
 -- challenges, and distinct sessions. The request count and success count for
 -- rates and bounds where no server recorded arrivals (proxy-only evidence).
+-- requires: proxy_requests
 SELECT
     service,
     count() AS requests,
@@ -12,7 +13,6 @@ SELECT
     countIf(refused) AS refused,
     countIf(http_status IN (401, 403)) AS challenged,
     uniqExactIf(sk, sk != '') AS sessions
-FROM proxy_requests(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                    environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+FROM proxy_requests
 GROUP BY service
 ORDER BY service

@@ -5,47 +5,39 @@
 -- is kept only when no server recorded the same one (same session key within 2 s):
 -- its reason is inferred (unknown_after_boot when the session had a 2xx before,
 -- never_seen otherwise) and its boot is the inferred restart before it.
+-- requires: proxy_requests, proxy_restarts, server_refused
 WITH
 server AS
 (
     SELECT boot_id, sk, reason, http_status, t, http_method, mcp_method, next
-    FROM server_refused(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, window_s = {window_s:Float64})
+    FROM server_refused
 ),
 server_by_session AS (SELECT sk, groupArray(t) AS ts FROM server GROUP BY sk),
-r AS
-(
-    SELECT t, sk, client, ok, refused, init, http_method, http_status
-    FROM proxy_requests(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
-),
+r AS (SELECT t, sk, client, ok, refused, init, http_method, http_status FROM proxy_requests),
 boots AS
 (
     SELECT arraySort(groupArray(ifNull(up_at, down_from))) AS at
-    FROM proxy_restarts(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+    FROM proxy_restarts
 ),
-per_session AS
-(
-    SELECT t, sk, client, refused, http_method, http_status,
-           max(toUInt8(ok)) OVER (PARTITION BY sk ORDER BY t ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS had_ok,
-           leadInFrame(t, 1, 0.) OVER (PARTITION BY sk ORDER BY t ROWS BETWEEN CURRENT ROW AND 1 FOLLOWING) AS next_t
-    FROM r
-    WHERE sk != ''
-),
-inits AS (SELECT client, groupArray(t) AS ts FROM r WHERE init GROUP BY client),
+-- the refused misses, each with its session's neighbours found by ASOF joins (no
+-- window over every request): had_ok = a 2xx on the session before the miss;
+-- next_t = the session's next request, 0 when none
+refused_rows AS (SELECT t, sk, client, http_method, http_status FROM r WHERE refused AND sk != ''),
+inits AS (SELECT client, groupArray(t) AS ts FROM r WHERE init AND client IN (SELECT client FROM refused_rows) GROUP BY client),
 proxy AS
 (
     SELECT m.t AS t, m.sk AS sk, m.http_method AS http_method, m.http_status AS http_status,
-           if(m.had_ok = 1, 'unknown_after_boot', 'never_seen') AS reason,
+           if(o.sk != '', 'unknown_after_boot', 'never_seen') AS reason,
            multiIf(
-               arrayExists(x -> x >= m.t AND x <= m.t + {window_s:Float64} AND (m.next_t = 0 OR x <= m.next_t), i.ts), 'initialize',
-               m.next_t > 0, 'same_session_again',
+               arrayExists(x -> x >= m.t AND x <= m.t + {window_s:Float64} AND (n.t = 0 OR x <= n.t), i.ts), 'initialize',
+               n.t > 0, 'same_session_again',
                'nothing') AS next
-    FROM per_session AS m
+    FROM refused_rows AS m
+    ASOF LEFT JOIN (SELECT sk, t FROM r WHERE ok AND sk != '') AS o ON o.sk = m.sk AND o.t < m.t
+    ASOF LEFT JOIN (SELECT sk, t FROM r WHERE sk != '') AS n ON n.sk = m.sk AND n.t > m.t
     LEFT JOIN inits AS i ON i.client = m.client
     LEFT JOIN server_by_session AS s ON s.sk = m.sk
-    WHERE m.refused AND NOT arrayExists(x -> abs(x - m.t) <= 2, s.ts)
+    WHERE NOT arrayExists(x -> abs(x - m.t) <= 2, s.ts)
 )
 SELECT
     'server' AS source,

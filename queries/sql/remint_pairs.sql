@@ -5,6 +5,7 @@
 -- pairs (a refused miss, then an initialize from the same client within
 -- window_s) are kept apart as inferred = 1, and only where the server recorded
 -- no pair for that stale session.
+-- requires: proxy_remint_pairs
 WITH
 server AS
 (
@@ -64,7 +65,6 @@ SELECT
     toDateTime64(p.init_t, 6, 'UTC') AS reinitialized_at,
     round(p.init_t - p.miss_t, 3) AS recovery_s,
     p.adopted AS adopted
-FROM proxy_remint_pairs(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)}, window_s = {window_s:Float64}) AS p
+FROM proxy_remint_pairs AS p
 WHERE p.stale_session_key NOT IN (SELECT stale_session_key FROM server)
 ORDER BY refused_at

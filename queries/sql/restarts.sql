@@ -5,20 +5,22 @@
 -- (DESIGN §4: a proxy-generated 5xx gap, or sessions whose 2xx turned into refused
 -- misses) that brackets a server boot is the same restart and only adds its
 -- proxy 5xx; one that brackets none stays, as source 'proxy'.
+-- requires: proxy_restarts, server_boots
 WITH
+-- each fragment read once into a scalar; the parts below read the arrays
+(SELECT groupArray((service, boot_id, release, prev_release, boot_t, down_from)) FROM server_boots WHERE is_restart) AS server_rows,
+(SELECT groupArray((service, evidence, down_from, up_at, downtime_s, proxy_5xx, proxy_5xx_post, proxy_5xx_get, sessions_refused))
+ FROM proxy_restarts) AS proxy_rows,
 server AS
 (
-    SELECT service, boot_id, release, prev_release, boot_t, down_from
-    FROM server_boots(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                      environment = {environment:String})
-    WHERE is_restart
+    SELECT x.1 AS service, x.2 AS boot_id, x.3 AS release, x.4 AS prev_release, x.5 AS boot_t, x.6 AS down_from
+    FROM (SELECT arrayJoin(server_rows) AS x)
 ),
 proxy AS
 (
-    SELECT service, evidence, down_from, up_at, downtime_s, proxy_5xx, proxy_5xx_post, proxy_5xx_get, sessions_refused,
-           ifNull(up_at, down_from) AS until
-    FROM proxy_restarts(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+    SELECT x.1 AS service, x.2 AS evidence, x.3 AS down_from, x.4 AS up_at, x.5 AS downtime_s, x.6 AS proxy_5xx,
+           x.7 AS proxy_5xx_post, x.8 AS proxy_5xx_get, x.9 AS sessions_refused, ifNull(x.4, x.3) AS until
+    FROM (SELECT arrayJoin(proxy_rows) AS x)
 ),
 matched AS
 (

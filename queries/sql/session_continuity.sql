@@ -10,12 +10,12 @@
 --   abandoned_after_failure: the session's last request failed and the same client
 --                        sent no initialize within window_s afterwards
 --   survived_1/survived_2: sessions with 2xx both before and after at least one / two restarts
+-- requires: proxy_remint_pairs, proxy_requests, proxy_restarts, server_boots, server_refused
 WITH
 r AS
 (
     SELECT t, sk, rk, client, ua_family, origin, ok, refused, init
-    FROM proxy_requests(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                        environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)})
+    FROM proxy_requests
 ),
 srv AS
 (
@@ -39,16 +39,13 @@ restarts AS
     FROM
     (
         SELECT down_from AS lo, boot_t AS hi
-        FROM server_boots(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                          environment = {environment:String})
+        FROM server_boots
         WHERE is_restart
         UNION ALL
         SELECT p.down_from AS lo, ifNull(p.up_at, p.down_from) AS hi
-        FROM proxy_restarts(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                            environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)}) AS p
+        FROM proxy_restarts AS p
         WHERE NOT arrayExists(b -> b >= p.down_from - 1 AND b <= ifNull(p.up_at, p.down_from) + 1,
-            (SELECT groupArray(boot_t) FROM server_boots(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)},
-                                                        service = {service:String}, environment = {environment:String}) WHERE is_restart))
+            (SELECT groupArray(boot_t) FROM server_boots WHERE is_restart))
     )
 ),
 recovered_keys AS
@@ -59,11 +56,9 @@ recovered_keys AS
       AND ({environment:String} = '' OR environment = {environment:String})
     UNION DISTINCT
     SELECT stale_session_key AS sk
-    FROM proxy_remint_pairs(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                            environment = {environment:String}, mcp_paths = {mcp_paths:Array(String)}, window_s = {window_s:Float64})
+    FROM proxy_remint_pairs
     UNION DISTINCT
-    SELECT sk FROM server_refused(t_from = {t_from:DateTime64(6)}, t_to = {t_to:DateTime64(6)}, service = {service:String},
-                                  environment = {environment:String}, window_s = {window_s:Float64})
+    SELECT sk FROM server_refused
     WHERE next = 'initialize'
 ),
 proxy_inits AS (SELECT client, groupArray(t) AS ts FROM r WHERE init GROUP BY client),

@@ -1,0 +1,148 @@
+/**
+ * Query benchmark: `npm run bench:queries [-- --events N] [--fresh] [--runs R]`.
+ *
+ * Generates N (default 10,000,000) contract events with bench/generate-events.ts
+ * (≥ 50,000 sessions, 40 principals, 24 boots over 2 services, server and proxy
+ * sources) into an embedded store under `bench/out/queries-<N>/` — kept for the next
+ * run unless `--fresh` — then times every named query with its default parameters
+ * (the whole range) and the canary report for the latest deploy.
+ * Each is run once cold (first run after the store opened) and R (default 3) times warm;
+ * the figure is the median of the warm runs, and the cold one is printed beside it.
+ * Goals (issue: full query set at 10M events): each query ≤ 1 s, the canary report ≤ 3 s.
+ * The last line printed is one JSON object:
+ * `{ events, max_query_ms, canary_ms, queries: { name: ms, … }, cold: { … }, … }`.
+ * `--load-only` stops after generating the store.
+ */
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../core/index.ts';
+import { NAMED_QUERIES, runQuery } from '../queries/index.ts';
+import { buildCanaryReport } from '../reports/canary.ts';
+import { ContinuityEvent } from '../schema/index.ts';
+import { openMigratedStore, type Store } from '../store/index.ts';
+import { generateEvents } from './generate-events.ts';
+
+const HERE = fileURLToPath(new URL('.', import.meta.url));
+const GOALS = { query_ms: 1000, canary_ms: 3000 };
+
+function arg(args: string[], name: string, fallback: number): number {
+  const at = args.indexOf(name);
+  if (at < 0) return fallback;
+  const v = Number(args[at + 1]);
+  if (!Number.isFinite(v) || v <= 0) throw new Error(`${name} takes a positive number`);
+  return v;
+}
+
+async function load(store: Store, events: number): Promise<number> {
+  let rows = 0;
+  let batch = 0;
+  const t0 = performance.now();
+  let pending: Promise<void> = Promise.resolve();
+  for (const chunk of generateEvents({ events })) {
+    if (batch === 0) {
+      // The generator writes contract shape directly; hold it to the contract.
+      const sample = chunk.body.split('\n', 5000);
+      for (const line of sample) ContinuityEvent.parse(JSON.parse(line));
+    }
+    await pending;
+    pending = store.insertJsonEachRow('events', chunk.body, { dedupToken: `bench-queries:${batch++}` });
+    rows += chunk.rows;
+    if (batch % 10 === 0) process.stderr.write(`  ${rows.toLocaleString('en')} events, ${Math.round(rows / ((performance.now() - t0) / 1000)).toLocaleString('en')}/s\n`);
+  }
+  await pending;
+  return rows;
+}
+
+async function time<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
+  const t = performance.now();
+  const value = await fn();
+  return { ms: performance.now() - t, value };
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const events = arg(args, '--events', 10_000_000);
+  const runs = arg(args, '--runs', 3);
+  const dataDir = resolve(HERE, 'out', `queries-${events}`);
+  const marker = join(dataDir, 'bench-complete.json');
+  if (args.includes('--fresh')) rmSync(dataDir, { recursive: true, force: true });
+  const reuse = existsSync(marker);
+  if (!reuse) rmSync(dataDir, { recursive: true, force: true });
+  mkdirSync(dataDir, { recursive: true });
+  const store = await openMigratedStore(loadConfig({}, { dataDir }));
+  const loadAt = loadavg()[0] ?? 0;
+  try {
+    let loadS = 0;
+    if (!reuse) {
+      console.error(`generating ${events.toLocaleString('en')} events into ${dataDir}`);
+      const t = performance.now();
+      const rows = await load(store, events);
+      loadS = (performance.now() - t) / 1000;
+      writeFileSync(marker, JSON.stringify({ rows, load_s: loadS }));
+      console.error(`loaded ${rows.toLocaleString('en')} events in ${loadS.toFixed(1)} s`);
+    } else {
+      console.error(`reusing ${dataDir} (${readFileSync(marker, 'utf8')}); --fresh regenerates`);
+    }
+    if (args.includes('--load-only')) return;
+    const [mix] = await store.query<Record<string, number>>(
+      `SELECT count() AS events, uniqExact(session_key) AS sessions, uniqExact(principal_key) AS principals,
+              uniqExactIf(boot_id, event_type = 'boot') AS boots, uniqExact(source) AS sources,
+              countIf(source = 'server') AS server_events, countIf(source = 'proxy') AS proxy_events,
+              count(DISTINCT _partition_id) AS partitions, count(DISTINCT _part) AS parts
+       FROM events`,
+    );
+    const byType = await store.query<{ event_type: string; n: number }>('SELECT event_type, count() AS n FROM events GROUP BY event_type ORDER BY n DESC');
+    console.error(`mix: ${JSON.stringify(mix)}`);
+    console.error(`by type: ${byType.map((r) => `${r.event_type} ${r.n}`).join(', ')}`);
+
+    const warm: Record<string, number> = {};
+    const cold: Record<string, number> = {};
+    const rowsOut: Record<string, number> = {};
+    for (const name of Object.keys(NAMED_QUERIES)) {
+      const first = await time(() => runQuery(store, name, {}));
+      cold[name] = Math.round(first.ms);
+      rowsOut[name] = first.value.length;
+      const times: number[] = [];
+      for (let i = 0; i < runs; i++) times.push((await time(() => runQuery(store, name, {}))).ms);
+      warm[name] = Math.round(median(times));
+      console.error(`${name.padEnd(20)} ${String(warm[name]).padStart(6)} ms (cold ${cold[name]} ms, ${rowsOut[name]} rows)`);
+    }
+    const canaryFirst = await time(() => buildCanaryReport(store, { deploy: 'latest' }));
+    const canaryTimes: number[] = [];
+    for (let i = 0; i < runs; i++) canaryTimes.push((await time(() => buildCanaryReport(store, { deploy: 'latest' }))).ms);
+    const canaryMs = Math.round(median(canaryTimes));
+    console.error(`${'canary (latest)'.padEnd(20)} ${String(canaryMs).padStart(6)} ms (cold ${Math.round(canaryFirst.ms)} ms, verdict ${canaryFirst.value.verdict})`);
+
+    const maxQueryMs = Math.max(...Object.values(warm));
+    const result = {
+      events: mix?.events,
+      sessions: mix?.sessions,
+      principals: mix?.principals,
+      boots: mix?.boots,
+      server_events: mix?.server_events,
+      proxy_events: mix?.proxy_events,
+      max_query_ms: maxQueryMs,
+      canary_ms: canaryMs,
+      queries: warm,
+      cold,
+      canary_cold_ms: Math.round(canaryFirst.ms),
+      runs,
+      load_s: reuse ? null : Math.round(loadS),
+      goals: GOALS,
+      goals_met: maxQueryMs <= GOALS.query_ms && canaryMs <= GOALS.canary_ms,
+      loadavg_at_start: Math.round(loadAt * 100) / 100,
+    };
+    console.log(JSON.stringify(result));
+  } finally {
+    await store.close();
+  }
+}
+
+await main();

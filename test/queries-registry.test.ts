@@ -1,0 +1,35 @@
+// The named queries as composed from their files and fragments: every placeholder
+// is a declared parameter of that type, every fragment is used, and the composed
+// text lists each fragment once, before its readers.
+import { readdirSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { NAMED_QUERIES, querySql } from '../queries/index.ts';
+
+const PLACEHOLDER = /\{([a-z_]+):([^}]+)\}/g;
+const fragments = readdirSync(new URL('../queries/sql/lib/', import.meta.url)).map((f) => f.replace(/\.sql$/, ''));
+
+describe('named query composition', () => {
+  for (const [name, q] of Object.entries(NAMED_QUERIES)) {
+    it(`${name}: every placeholder is a declared parameter with the declared type`, () => {
+      const sql = querySql(name);
+      const seen = new Map<string, string>();
+      for (const [, param, type] of sql.matchAll(PLACEHOLDER)) seen.set(param!, type!);
+      expect(seen.size).toBeGreaterThan(0);
+      for (const [param, type] of seen) expect({ param, type }).toEqual({ param, type: q.paramTypes[param] });
+    });
+  }
+
+  it('uses every fragment in some query', () => {
+    const all = Object.keys(NAMED_QUERIES).map((n) => querySql(n));
+    for (const f of fragments) expect(all.some((sql) => new RegExp(`\\b${f} AS\\n\\(`).test(sql)), f).toBe(true);
+  });
+
+  it('puts a fragment before the fragments that read it, once', () => {
+    const sql = querySql('session_continuity');
+    const at = (f: string): number => sql.search(new RegExp(`\\b${f} AS\\n\\(`));
+    expect(at('proxy_endpoints')).toBeLessThan(at('proxy_requests'));
+    expect(at('proxy_requests')).toBeLessThan(at('proxy_seq'));
+    expect(at('proxy_seq')).toBeLessThan(at('proxy_restarts'));
+    expect(sql.match(/\bproxy_requests AS\n\(/g)).toHaveLength(1);
+  });
+});
