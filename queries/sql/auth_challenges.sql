@@ -48,14 +48,22 @@ server_challenges AS
 ),
 -- where a server recorded the challenge, the proxy's line for the same request
 -- (same user agent within 2 s) is not counted again
-server_times AS (SELECT user_agent, groupArray(t) AS ts FROM server_challenges GROUP BY user_agent),
-challenges AS
+server_times AS (SELECT user_agent, t, toUInt8(1) AS hit FROM server_challenges),
+challenge_union AS
 (
     SELECT * FROM server_challenges
     UNION ALL
+    -- the first server challenge of the same user agent at or after p.t - 2 s
     SELECT p.* FROM proxy_challenges AS p
-    LEFT JOIN server_times AS st ON st.user_agent = p.user_agent
-    WHERE NOT arrayExists(x -> abs(x - p.t) <= 2, st.ts)
+    ASOF LEFT JOIN server_times AS st ON st.user_agent = p.user_agent AND st.t >= p.t - 2
+    WHERE NOT (st.hit = 1 AND st.t <= p.t + 2)
+),
+-- the challenges, read once (several parts below use them)
+(SELECT groupArray((ts, t, user_agent, challenge_class, http_status, client, sk)) FROM challenge_union) AS challenge_rows,
+challenges AS
+(
+    SELECT x.1 AS ts, x.2 AS t, x.3 AS user_agent, x.4 AS challenge_class, x.5 AS http_status, x.6 AS client, x.7 AS sk
+    FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
 server_ok AS
 (
@@ -66,33 +74,41 @@ server_ok AS
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
-client_ok AS
+-- 2xx of the challenged clients and sessions only; each challenge finds its
+-- neighbours among them by ASOF joins (arrays of every 2xx per client would not
+-- fit in memory at millions of requests)
+ok_rows AS
 (
-    SELECT client, groupArray(t) AS ts
-    FROM (SELECT client, t FROM r WHERE ok UNION ALL SELECT client, t FROM server_ok)
-    GROUP BY client
+    SELECT client, sk, t
+    FROM (SELECT client, sk, t FROM r WHERE ok UNION ALL SELECT client, sk, t FROM server_ok)
+    WHERE client IN (SELECT client FROM challenges) OR (sk != '' AND sk IN (SELECT sk FROM challenges WHERE sk != ''))
 ),
-session_ok AS
+client_ok AS (SELECT client, t FROM ok_rows),
+session_ok AS (SELECT sk, t FROM ok_rows WHERE sk != ''),
+per_client AS
 (
-    SELECT sk, groupArray(t) AS ts
-    FROM (SELECT sk, t FROM r WHERE ok AND sk != '' UNION ALL SELECT sk, t FROM server_ok WHERE sk != '')
-    GROUP BY sk
+    -- a loop: no 2xx for the client between its first and last challenge
+    SELECT p.client AS client, p.n AS n, p.first_t AS first_t, p.last_t AS last_t,
+           NOT (o.client != '' AND o.t <= p.last_t) AS no_ok_between
+    FROM (SELECT client, count() AS n, min(t) AS first_t, max(t) AS last_t FROM challenges GROUP BY client) AS p
+    ASOF LEFT JOIN client_ok AS o ON o.client = p.client AND o.t >= p.first_t
 ),
-per_client AS (SELECT client, count() AS n, min(t) AS first_t, max(t) AS last_t FROM challenges GROUP BY client),
 judged AS
 (
     SELECT
         c.ts AS ts, c.user_agent AS user_agent, c.challenge_class AS challenge_class, c.http_status AS http_status,
+        c.sk != '' AND sp.sk != '' AS session_ok_before,
+        c.sk != '' AND sn.sk != '' AS session_ok_after,
         multiIf(
-            pc.n >= {loop_min:UInt32} AND NOT arrayExists(x -> x >= pc.first_t AND x <= pc.last_t, co.ts)
-                AND NOT (c.sk != '' AND arrayExists(x -> x < c.t, so.ts)), 'loop',
-            arrayExists(x -> x > c.t AND x <= c.t + {auth_window_s:Float64}, arrayConcat(co.ts, so.ts)), 'benign',
-            c.sk != '' AND arrayExists(x -> x < c.t, so.ts) AND NOT arrayExists(x -> x > c.t, so.ts), 'lost',
+            pc.n >= {loop_min:UInt32} AND pc.no_ok_between AND NOT session_ok_before, 'loop',
+            (cn.client != '' AND cn.t <= c.t + {auth_window_s:Float64}) OR (session_ok_after AND sn.t <= c.t + {auth_window_s:Float64}), 'benign',
+            session_ok_before AND NOT session_ok_after, 'lost',
             'unresolved') AS verdict
     FROM challenges AS c
     LEFT JOIN per_client AS pc ON pc.client = c.client
-    LEFT JOIN client_ok AS co ON co.client = c.client
-    LEFT JOIN session_ok AS so ON so.sk = c.sk
+    ASOF LEFT JOIN client_ok AS cn ON cn.client = c.client AND cn.t > c.t
+    ASOF LEFT JOIN session_ok AS sn ON sn.sk = c.sk AND sn.t > c.t
+    ASOF LEFT JOIN session_ok AS sp ON sp.sk = c.sk AND sp.t < c.t
 )
 SELECT
     toStartOfHour(ts) AS hour,
