@@ -99,10 +99,79 @@ export async function openStore(config: Config): Promise<Store> {
   } catch (err) {
     throw storeOpenError(dbPath, err);
   }
-  // chdb ships its Connection typed against @clickhouse/client-common, which
-  // @clickhouse/client 1.23 bundles under another path: same shape, two declarations.
-  type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
-  return wrap(createClient({ connection: connection as unknown as ClientConnection }), 'embedded', config.dataDir);
+  return wrap(createClient({ connection: renewingConnection(dbPath, connection) }), 'embedded', config.dataDir);
+}
+
+type ChdbConnection = ReturnType<typeof createChdbConnection>;
+// chdb ships its Connection typed against @clickhouse/client-common, which
+// @clickhouse/client 1.23 bundles under another path: same shape, two declarations.
+type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
+
+/**
+ * The embedded engine's connection for `@clickhouse/client`: one statement at a
+ * time, and a fresh chDB connection (same data directory) after any failure.
+ *
+ * Why (verified with chdb 3.4.0): when a statement fails after its output format
+ * has started writing — a timeout (max_execution_time), throwIf, any runtime
+ * error — chDB keeps that partial output (the names/types header, JSON's
+ * `{"meta": …}`) in the connection and prepends it to the NEXT result on the same
+ * connection; other connections on the same directory are unaffected. A client-side
+ * abort is worse: the JS promise rejects at once, the engine runs on, and its
+ * eventual leftover lands in whatever runs next. The engine already runs one query
+ * per connection at a time, so queuing here costs no throughput; it makes sure no
+ * statement is dispatched on a connection whose previous statement has not settled,
+ * and none ever on a connection that has failed. A retired connection is closed,
+ * which chdb defers until statements still running on it finish. Opening one costs
+ * well under a millisecond.
+ */
+function renewingConnection(dbPath: string, first: ChdbConnection): ClientConnection {
+  let current: ChdbConnection | undefined = first;
+  let closed = false;
+  let tail: Promise<unknown> = Promise.resolve();
+  const enqueue = <R>(step: () => Promise<R>): Promise<R> => {
+    const next = tail.then(step);
+    tail = next.catch(() => {});
+    return next;
+  };
+  const retire = (conn: ChdbConnection): void => {
+    if (current === conn) current = undefined;
+    conn.close().catch(() => {});
+  };
+  const run = <R>(op: (conn: ChdbConnection) => Promise<R>, failed: (r: R) => boolean = () => false): Promise<R> =>
+    enqueue(async () => {
+      if (closed) throw new Error('the embedded store is closed');
+      let conn = current;
+      if (conn === undefined) {
+        try {
+          conn = current = createChdbConnection({ path: dbPath });
+        } catch (err) {
+          throw storeOpenError(dbPath, err);
+        }
+      }
+      try {
+        const r = await op(conn);
+        if (failed(r)) retire(conn);
+        return r;
+      } catch (err) {
+        retire(conn);
+        throw err;
+      }
+    });
+  const connection = {
+    query: (params: Parameters<ChdbConnection['query']>[0]) => run((c) => c.query(params)),
+    exec: (params: Parameters<ChdbConnection['exec']>[0]) => run((c) => c.exec(params)),
+    command: (params: Parameters<ChdbConnection['command']>[0]) => run((c) => c.command(params)),
+    insert: (params: Parameters<ChdbConnection['insert']>[0]) => run((c) => c.insert(params)),
+    ping: (params: Parameters<ChdbConnection['ping']>[0]) => run((c) => c.ping(params), (r) => !r.success),
+    close: () =>
+      enqueue(async () => {
+        closed = true;
+        const conn = current;
+        current = undefined;
+        await conn?.close();
+      }),
+  };
+  return connection as unknown as ClientConnection;
 }
 
 /**
