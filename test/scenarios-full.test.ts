@@ -318,12 +318,9 @@ describe('every scenario, every named query', () => {
     ]);
   });
 
-  // KNOWN BUG (reported): session_continuity counts a stale session as recovered when it was
-  // ever re-minted, even when the re-mint came before its refused miss. In S5, A was
-  // re-minted after the first boot, then refused after the second boot and never heard
-  // from again: that chat lost its tools, yet recovered = 1, unrecovered_stale = 0 (so the
-  // canary's sessions_lost_tools gate would pass it). Drop `.fails` when fixed.
-  it.fails('S5: A, refused after the second boot and never recovered, is an unrecovered stale session', async () => {
+  // A re-mint before the refused miss does not recover it: in S5, A was re-minted after
+  // the first boot, then refused after the second boot and never heard from again.
+  it('S5: A, refused after the second boot and never recovered, is an unrecovered stale session', async () => {
     await only(scenarioEvents('s5'));
     const [row] = await runQuery(t.store, 'session_continuity', { service: 's5' });
     expect(row).toMatchObject({ stale: 1, recovered: 0, unrecovered_stale: 1 });

@@ -48,18 +48,25 @@ restarts AS
             (SELECT groupArray(boot_t) FROM server_boots WHERE is_restart))
     )
 ),
+-- recoveries of a stale session and when they happened: server re-mints, inferred
+-- pairs (the re-initialize), and refused misses the same client answered with an
+-- initialize; a stale session is recovered only by one at or after its last refused
+-- miss (2 s of clock slack), not by an earlier one
 recovered_keys AS
 (
-    SELECT stale_session_key AS sk FROM events
-    WHERE event_type = 'remint' AND outcome != 'failed' AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-    UNION DISTINCT
-    SELECT stale_session_key AS sk
-    FROM proxy_remint_pairs
-    UNION DISTINCT
-    SELECT sk FROM server_refused
-    WHERE next = 'initialize'
+    SELECT sk, max(rt) AS rt
+    FROM
+    (
+        SELECT stale_session_key AS sk, toUnixTimestamp64Micro(ts) / 1e6 AS rt FROM events
+        WHERE event_type = 'remint' AND outcome != 'failed' AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+        UNION ALL
+        SELECT stale_session_key AS sk, init_t AS rt FROM proxy_remint_pairs
+        UNION ALL
+        SELECT sk, t AS rt FROM server_refused WHERE next = 'initialize'
+    )
+    GROUP BY sk
 ),
 proxy_inits AS (SELECT client, groupArray(t) AS ts FROM r WHERE init GROUP BY client),
 server_inits AS (SELECT client, groupArray(t) AS ts FROM srv WHERE init GROUP BY client),
@@ -67,18 +74,18 @@ per_source AS
 (
     SELECT sk, client AS p_client, '' AS s_client, ua_family, origin, countIf(refused) AS refused_n,
            minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t, argMax(ok, t) AS last_ok_flag,
-           toUInt8(0) AS minted, toUInt8(1) AS used
+           toUInt8(0) AS minted, toUInt8(1) AS used, maxIf(t, refused) AS last_refused
     FROM r WHERE sk != '' GROUP BY sk, client, ua_family, origin
     UNION ALL
-    SELECT rk AS sk, client AS p_client, '' AS s_client, ua_family, origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0)
+    SELECT rk AS sk, client AS p_client, '' AS s_client, ua_family, origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
     FROM r WHERE init
     UNION ALL
     SELECT sk, '' AS p_client, client AS s_client, ua_family, '' AS origin, countIf(refused) AS refused_n,
            minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t,
-           argMaxIf(ok, t, event_type != 'arrival') AS last_ok_flag, toUInt8(0), toUInt8(1)
+           argMaxIf(ok, t, event_type != 'arrival') AS last_ok_flag, toUInt8(0), toUInt8(1), maxIf(t, refused)
     FROM srv WHERE sk != '' AND NOT init GROUP BY sk, client, ua_family
     UNION ALL
-    SELECT minted_session_key AS sk, '' AS p_client, client AS s_client, ua_family, '' AS origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0)
+    SELECT minted_session_key AS sk, '' AS p_client, client AS s_client, ua_family, '' AS origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
     FROM srv WHERE event_type = 'settlement' AND minted_session_key != ''
 ),
 per_session AS
@@ -96,6 +103,7 @@ per_session AS
         max(last_ok) AS last_ok_t,
         sum(ok_n) AS ok_count,
         max(last_t) AS session_last_t,
+        max(last_refused) AS last_refused_t,
         argMax(last_ok_flag, last_t) = 0 AND max(used) = 1 AS last_failed
     FROM per_source
     GROUP BY sk
@@ -106,14 +114,15 @@ SELECT
     count() AS sessions,
     countIf(was_minted AND NOT was_used) AS minted_unused,
     countIf(is_stale) AS stale,
-    countIf(is_stale AND s.session_key IN (SELECT sk FROM recovered_keys)) AS recovered,
-    countIf(is_stale AND s.session_key NOT IN (SELECT sk FROM recovered_keys)) AS unrecovered_stale,
+    countIf(is_stale AND rk.sk != '' AND rk.rt >= s.last_refused_t - 2) AS recovered,
+    countIf(is_stale AND NOT (rk.sk != '' AND rk.rt >= s.last_refused_t - 2)) AS unrecovered_stale,
     countIf(last_failed
             AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, pi.ts)
             AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, si.ts)) AS abandoned_after_failure,
     countIf(ok_count > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
     countIf(ok_count > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
 FROM per_session AS s
+LEFT JOIN recovered_keys AS rk ON rk.sk = s.session_key
 LEFT JOIN proxy_inits AS pi ON pi.client = s.p_client
 LEFT JOIN server_inits AS si ON si.client = s.s_client
 CROSS JOIN restarts AS x
