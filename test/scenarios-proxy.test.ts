@@ -1,12 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery } from '../queries/index.ts';
 import { buildContinuityReport } from '../reports/index.ts';
-import { fixtureHash, insertEvents, proxyEvents, repeat, T0_MICROS, type FixtureRequest } from './fixtures/proxy-scenario.ts';
+import { fixtureHash, insertEvents, T0_MICROS } from './fixtures/proxy-scenario.ts';
+import { scenarioEvents, type ScenarioName } from './fixtures/scenarios.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
-// The scenarios of SCENARIOS.md that proxy evidence alone can decide. Each
-// scenario is stored under its own `service` so one store serves them all and
-// every query is scoped to one scenario.
+// The scenarios of SCENARIOS.md that proxy evidence alone can decide, built in
+// test/fixtures/scenarios.ts. Each scenario is stored under its own `service` so
+// one store serves them all and every query is scoped to one scenario.
 
 let t: TestStore;
 beforeAll(async () => {
@@ -16,26 +17,11 @@ afterAll(async () => {
   await t?.close();
 });
 
-async function load(service: string, requests: FixtureRequest[]): Promise<void> {
-  await insertEvents(
-    t.store,
-    proxyEvents(requests).map((e) => ({ ...e, service })),
-  );
-}
+const load = (name: ScenarioName) => insertEvents(t.store, scenarioEvents(name));
 const report = (service: string) => buildContinuityReport(t.store, { service }, { read: 0, parsed: 0, rejected: 0, skipped: 0 });
 
-/** A healthy session: initialize mints `sid`, then initialized, tools/list, `calls` tool calls. */
-function session(sid: string, from: number, calls: number, extra: Partial<FixtureRequest> = {}): FixtureRequest[] {
-  return [
-    { at: from, status: 200, minted: sid, ...extra },
-    { at: from + 0.02, status: 202, sid, ...extra },
-    { at: from + 0.04, status: 200, sid, minted: sid, ...extra },
-    ...repeat(calls, from + 1, 1, (at) => ({ at, status: 200, sid, minted: sid, ...extra })),
-  ];
-}
-
 describe('S1 — stale session after a restart; the client never re-initializes', () => {
-  beforeAll(() => load('s1', [...session('A', 0, 3), ...repeat(5, 60, 1, (at) => ({ at, status: 404, sid: 'A' }))]));
+  beforeAll(() => load('s1'));
 
   it('finds 1 restart, 5 refused misses (unknown_after_boot) on 1 session, 0 pairs, 1 unrecovered, abandoned', async () => {
     const r = await report('s1');
@@ -57,19 +43,7 @@ describe('S1 — stale session after a restart; the client never re-initializes'
 });
 
 describe('S3 — a bridge client keeps the stale id', () => {
-  const bridge = { ua: 'mcp-remote/0.1.29', ip: '10.0.0.5' };
-  const firstParty = { ua: 'claude-code/2.0.14', ip: '10.0.0.9' };
-  beforeAll(() =>
-    load('s3', [
-      ...session('A1', 0, 3, bridge),
-      ...session('A2', 0.5, 3, bridge),
-      ...session('C', 0.7, 3, firstParty),
-      ...repeat(4, 60, 1, (at) => ({ at, status: 404, sid: 'A1', ...bridge })),
-      ...repeat(4, 60.3, 1, (at) => ({ at, status: 404, sid: 'A2', ...bridge })),
-      { at: 60.5, status: 404, sid: 'C', ...firstParty },
-      ...session('C2', 60.9, 2, firstParty),
-    ]),
-  );
+  beforeAll(() => load('s3'));
 
   it('counts 2 unrecovered sessions, both from the mcp-remote family, and C recovered through an adopted pair', async () => {
     const r = await report('s3');
@@ -86,16 +60,7 @@ describe('S3 — a bridge client keeps the stale id', () => {
 });
 
 describe('S6 — the browser never sends the session id back', () => {
-  const browser = { ua: 'Mozilla/5.0', ip: '203.0.113.7', origin: 'https://app.example' };
-  beforeAll(() =>
-    load(
-      's6',
-      ['B', 'C', 'D', 'E'].flatMap((sid, i) => [
-        { at: i * 5, status: 200, minted: sid, ...browser },
-        { at: i * 5 + 0.1, status: 400, ...browser },
-      ]),
-    ),
-  );
+  beforeAll(() => load('s6'));
 
   it('finds 4 sessions minted and never used, names the origin, and infers no restart', async () => {
     const r = await report('s6');
@@ -109,16 +74,7 @@ describe('S6 — the browser never sends the session id back', () => {
 });
 
 describe('S8 — tools silently vanish after one failure', () => {
-  const p = { principal: 'user-P', ip: '10.1.0.1', ua: 'claude-desktop/1.0' };
-  const other = { principal: 'user-Q', ip: '10.1.0.2', ua: 'claude-desktop/1.0' };
-  beforeAll(() =>
-    load('s8', [
-      ...session('A', 0, 10, p),
-      ...session('Q1', 0.5, 10, other),
-      { at: 30, status: 502, sid: 'A', proxyGenerated: true, ...p },
-      ...repeat(120, 40, 60, (at) => ({ at, status: 200, sid: 'Q1', minted: 'Q1', ...other })),
-    ]),
-  );
+  beforeAll(() => load('s8'));
 
   it('counts session A once as abandoned after failure; the 502 gap is one restart', async () => {
     const r = await report('s8');
@@ -130,16 +86,7 @@ describe('S8 — tools silently vanish after one failure', () => {
 });
 
 describe('S11 — OAuth loop: no 2xx ever', () => {
-  const client = { ua: 'some-agent/3.1', ip: '198.51.100.4' };
-  beforeAll(() =>
-    load(
-      's11',
-      [0, 10, 20].flatMap((at) => [
-        { at, status: 401, wwwAuthenticate: 'Bearer resource_metadata="https://mcp.example/.well-known/oauth-protected-resource"', ...client },
-        { at: at + 1, status: 401, credential: true, wwwAuthenticate: 'Bearer error="invalid_token"', ...client },
-      ]),
-    ),
-  );
+  beforeAll(() => load('s11'));
 
   it('reports 3 missing_credential and 3 invalid_token, all judged an authentication loop', async () => {
     const r = await report('s11');
@@ -150,22 +97,7 @@ describe('S11 — OAuth loop: no 2xx ever', () => {
 });
 
 describe('S13 — proxy 502s during a deploy, then stale-session 404s', () => {
-  const c = (n: number) => ({ ip: `10.2.0.${n}`, ua: 'node' });
-  beforeAll(() =>
-    load('s13', [
-      ...session('A', 0, 5, c(1)),
-      ...session('B', 0.2, 5, c(2)),
-      ...session('C', 0.4, 5, c(3)),
-      // upstream down from t=10 to t=17: 9 proxy-generated 502s, 6 POST and 3 GET
-      ...repeat(6, 10, 1.2, (at, i) => ({ at, status: 502, sid: ['A', 'B', 'C'][i % 3]!, proxyGenerated: true, ...c((i % 3) + 1) })),
-      ...repeat(3, 10.5, 2.5, (at, i) => ({ at, method: 'GET' as const, status: 502, sid: ['A', 'B', 'C'][i]!, proxyGenerated: true, ...c(i + 1) })),
-      { at: 17.2, status: 404, sid: 'A', ...c(1) },
-      { at: 17.3, status: 404, sid: 'B', ...c(2) },
-      { at: 17.4, status: 404, sid: 'C', ...c(3) },
-      ...session('A2', 17.6, 2, c(1)),
-      ...session('B2', 18.0, 2, c(2)),
-    ]),
-  );
+  beforeAll(() => load('s13'));
 
   it('finds 1 restart with a ~7 s gap holding 9 proxy 5xx, 3 refused misses, 2 adopted pairs, 1 unrecovered', async () => {
     const r = await report('s13');

@@ -2,12 +2,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery } from '../queries/index.ts';
 import { buildContinuityReport } from '../reports/index.ts';
 import { fixtureHash, insertEvents } from './fixtures/proxy-scenario.ts';
-import { ServerScenario } from './fixtures/server-scenario.ts';
+import { scenarioEvents, type ScenarioName } from './fixtures/scenarios.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 // The scenarios of SCENARIOS.md that need server events (S2, S5, S9, S12, S15),
-// each under its own service in one store, asserted through the named queries
-// and the report.
+// built in test/fixtures/scenarios.ts, each under its own service in one store,
+// asserted through the named queries and the report.
 
 let t: TestStore;
 beforeAll(async () => {
@@ -18,18 +18,10 @@ afterAll(async () => {
 });
 
 const report = (service: string) => buildContinuityReport(t.store, { service }, { read: 0, parsed: 0, rejected: 0, skipped: 0 });
-const load = (s: ServerScenario) => insertEvents(t.store, s.events);
+const load = (name: ScenarioName) => insertEvents(t.store, scenarioEvents(name));
 
 describe('S2 — session expired by idle TTL, no restart', () => {
-  beforeAll(async () => {
-    const s = new ServerScenario('s2');
-    s.boot(0);
-    s.session('A', 1, 5);
-    s.lifecycle(2460, 'A', 'expired', { cap_kind: 'none' });
-    s.refused(2470, 'A', 'idle_ttl');
-    s.refused(2471, 'A', 'idle_ttl');
-    await load(s);
-  });
+  beforeAll(() => load('s2'));
 
   it('counts 2 refused misses with reason idle_ttl, no restart, and does not attribute them to a deploy', async () => {
     const r = await report('s2');
@@ -41,18 +33,7 @@ describe('S2 — session expired by idle TTL, no restart', () => {
 });
 
 describe('S5 — a replacement session is minted but never adopted', () => {
-  beforeAll(async () => {
-    const s = new ServerScenario('s5');
-    s.boot(0);
-    s.session('A', 1, 3);
-    s.boot(100, 'v2');
-    s.remint(110, 'A', 'B', 'alias');
-    s.request(110, { sid: 'A', resolution: 'rebuilt' });
-    for (let i = 1; i <= 6; i++) s.request(110 + i * 5, { sid: 'A', resolution: 'alias' });
-    s.boot(200, 'v3');
-    s.refused(210, 'A', 'unknown_after_boot');
-    await load(s);
-  });
+  beforeAll(() => load('s5'));
 
   it('reports 1 distinct pair with 6 alias hits, the replacement orphaned', async () => {
     const pairs = await runQuery(t.store, 'remint_pairs', { service: 's5' });
@@ -82,15 +63,8 @@ describe('S5 — a replacement session is minted but never adopted', () => {
 
 describe('S9 — the access token expires mid-conversation', () => {
   beforeAll(async () => {
-    for (const variant of ['a', 'b'] as const) {
-      const s = new ServerScenario(`s9${variant}`, { principal: 'user-P' });
-      s.boot(0);
-      s.session('A', 1, 12, 300); // tool calls for 55 min
-      s.challenge(3400, 'A', 'expired_token');
-      if (variant === 'a') s.request(3404, { sid: 'A' });
-      else for (const at of [3410, 3420, 3430]) s.challenge(at, 'A', 'expired_token');
-      await load(s);
-    }
+    await load('s9a');
+    await load('s9b');
   });
 
   it('(a) one expired_token challenge, benign: the same session succeeded within the window', async () => {
@@ -107,13 +81,7 @@ describe('S9 — the access token expires mid-conversation', () => {
 });
 
 describe('S12 — an auth failure disguised as a tool error', () => {
-  beforeAll(async () => {
-    const s = new ServerScenario('s12');
-    s.boot(0);
-    s.session('A', 1, 2);
-    for (const at of [10, 11, 12]) s.request(at, { sid: 'A', outcome: 'tool_error', errorType: 'tool_error' });
-    await load(s);
-  });
+  beforeAll(() => load('s12'));
 
   it('counts 3 tool errors in the settlements, and no auth challenge', async () => {
     const rows = await runQuery(t.store, 'settlements', { service: 's12' });
@@ -126,19 +94,18 @@ describe('S12 — an auth failure disguised as a tool error', () => {
 });
 
 describe('S15 — a request dies with the process', () => {
-  let x = '';
+  let events: Array<Record<string, unknown>> = [];
   beforeAll(async () => {
-    const s = new ServerScenario('s15');
-    s.boot(0);
-    s.session('A', 1, 3);
-    x = s.request(10, { sid: 'A', settle: false });
-    s.boot(14, 'v2');
-    s.request(15, { sid: 'A', status: 404, outcome: 'refused' });
-    await load(s);
+    events = scenarioEvents('s15');
+    await insertEvents(t.store, events);
   });
 
   it('attributes the unsettled arrival to the boot that ended, and excludes it from that boot’s settled share', async () => {
-    expect(x).not.toBe('');
+    // The one arrival loaded without a settlement: the tool call at t=10, cut off by the boot at t=14.
+    const settledIds = new Set(events.filter((e) => e.event_type === 'settlement').map((e) => e.arrival_id));
+    expect(events.filter((e) => e.event_type === 'arrival' && !settledIds.has(e.arrival_id))).toEqual([
+      expect.objectContaining({ boot_id: 'boot-s15-0', mcp_method: 'tools/call' }),
+    ]);
     const rows = await runQuery(t.store, 'settlements', { service: 's15' });
     const first = rows.filter((row) => row.boot_id === 'boot-s15-0');
     const second = rows.filter((row) => row.boot_id === 'boot-s15-14');
