@@ -17,6 +17,7 @@ import { createWriteStream } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { prng } from './prng.ts';
 
 /** Options of {@link generateCaddyAccessLog}. */
 export interface GenerateOptions {
@@ -64,18 +65,6 @@ interface Session {
   lost: boolean;
   /** Number of 401s still to answer before the first success. */
   challenges: number;
-}
-
-/** mulberry32: a small, fast, seeded PRNG (public domain). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /**
