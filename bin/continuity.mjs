@@ -1,6 +1,32 @@
 #!/usr/bin/env node
 // Entry point for the `continuity` command: runs the TypeScript CLI through tsx's
 // ESM loader so the package needs no build step.
-import { register } from 'tsx/esm/api';
-register();
-await import('../cli/main.ts');
+//
+// Standard input ('-' as an input path) reaches the CLI on file descriptor 3, not 0:
+// the embedded engine (chDB, like clickhouse-local) treats data waiting on its
+// process's stdin as INSERT input, refuses every INSERT while there is some ("both
+// inlined and external data"), and could swallow the log itself. So with '-' this
+// launcher runs the CLI in a child whose stdin is /dev/null and pipes its own stdin
+// to the child's fd 3 (CONTINUITY_STDIN_FD).
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const args = process.argv.slice(2);
+if (args.includes('-') && process.env.CONTINUITY_STDIN_FD === undefined) {
+  const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...args], {
+    stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
+    env: { ...process.env, CONTINUITY_STDIN_FD: '3' },
+  });
+  process.stdin.pipe(child.stdio[3]);
+  // A reader that stops early (an error) closes its end; that is not our error.
+  child.stdio[3].on('error', () => {});
+  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+  child.on('exit', (code, signal) => {
+    if (signal) process.kill(process.pid, signal);
+    else process.exit(code ?? 1);
+  });
+} else {
+  const { register } = await import('tsx/esm/api');
+  register();
+  await import('../cli/main.ts');
+}

@@ -41,6 +41,12 @@ export const ERROR_CODES = {
     httpStatus: 400,
     fix: 'Read the ClickHouse error in `cause`; for ad hoc SQL fix the statement.',
   },
+  CONT_ERR_STORE_STDIN: {
+    message: 'the embedded engine found data waiting on standard input and refused to write',
+    retriable: false,
+    httpStatus: 500,
+    fix: "The embedded engine reads its process's standard input as INSERT data. Import from stdin with `-` as the path (`… | continuity import caddy -`), or run the command with stdin from /dev/null (`< /dev/null`).",
+  },
   CONT_ERR_MIGRATION: {
     message: 'a schema migration failed or was edited after it was applied',
     retriable: false,

@@ -99,8 +99,15 @@ export async function openStore(config: Config): Promise<Store> {
   } catch (err) {
     throw storeOpenError(dbPath, err);
   }
-  return wrap(createClient({ connection: renewingConnection(dbPath, connection) }), 'embedded', config.dataDir);
+  const renewing = renewingConnection(dbPath, connection);
+  return wrap(createClient({ connection: renewing.connection }), 'embedded', config.dataDir, renewing.insertRaw);
 }
+
+/**
+ * An INSERT whose rows travel beside the statement, not inside its text:
+ * `INSERT INTO table SETTINGS … FORMAT format` + `body`.
+ */
+type RawInsert = (table: string, format: 'JSONEachRow', body: string, settings: Record<string, string | number>) => Promise<void>;
 
 type ChdbConnection = ReturnType<typeof createChdbConnection>;
 // chdb ships its Connection typed against @clickhouse/client-common, which
@@ -124,7 +131,7 @@ type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[
  * which chdb defers until statements still running on it finish. Opening one costs
  * well under a millisecond.
  */
-function renewingConnection(dbPath: string, first: ChdbConnection): ClientConnection {
+function renewingConnection(dbPath: string, first: ChdbConnection): { connection: ClientConnection; insertRaw: RawInsert } {
   let current: ChdbConnection | undefined = first;
   let closed = false;
   let tail: Promise<unknown> = Promise.resolve();
@@ -171,7 +178,18 @@ function renewingConnection(dbPath: string, first: ChdbConnection): ClientConnec
         await conn?.close();
       }),
   };
-  return connection as unknown as ClientConnection;
+  // Inserts go through chDB's own insert (`Session.insert`: the rows are handed to the
+  // engine as a buffer, the settings become the statement's inline SETTINGS clause),
+  // not as text after the statement: the engine, like clickhouse-local, treats a
+  // non-terminal stdin as input data, and with rows inline too it refuses the INSERT
+  // ("both inlined and external data"): `… | continuity import caddy -` failed.
+  const insertRaw: RawInsert = (table, format, body, settings) =>
+    run(async (c) => {
+      // A payload that does not end in a newline goes the inline path in chdb 3.4
+      // (and meets the same refusal); a line-delimited one ending in '\n' does not.
+      await c.chdb.rawInsert({ table, values: Buffer.from(body.endsWith('\n') ? body : body + '\n'), format, settings });
+    });
+  return { connection: connection as unknown as ClientConnection, insertRaw };
 }
 
 /**
@@ -209,13 +227,16 @@ function isAlive(pid: number): boolean {
   }
 }
 
-function wrap(client: ClickHouseClient, mode: Store['mode'], location: string): Store {
+function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, insertRaw?: RawInsert): Store {
   const fail = (err: unknown, sql: string): ContinuityError => {
     if (err instanceof ContinuityError) return err;
     const e = err as Error & { code?: string; type?: string };
     const message = e.message ?? String(err);
     if (/readonly mode|READONLY/i.test(message) || e.type === 'READONLY') {
       return new ContinuityError('CONT_ERR_READONLY', firstLine(message), { cause: err });
+    }
+    if (/both inlined and external data/.test(message)) {
+      return new ContinuityError('CONT_ERR_STORE_STDIN', firstLine(message), { cause: err });
     }
     if (/ECONNREFUSED|ECONNRESET|socket hang up|Timeout error|closed/i.test(message)) {
       return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${location}: ${firstLine(message)}`, { cause: err });
@@ -252,6 +273,10 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string): 
       }
       const sql = `INSERT INTO ${table}${settings} FORMAT JSONEachRow`;
       try {
+        if (insertRaw) {
+          await insertRaw(table, 'JSONEachRow', body, options.dedupToken === undefined ? {} : { insert_deduplicate: 1, insert_deduplication_token: options.dedupToken });
+          return;
+        }
         const result = await client.exec({ query: sql, values: Readable.from([body]) });
         result.stream.resume();
       } catch (err) {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { createReadStream } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
@@ -184,7 +185,7 @@ interface RawInput {
 
 async function openRaw(path: string, options: ReadLinesOptions): Promise<RawInput> {
   if (path === '-') {
-    const stdin = options.stdin ?? process.stdin;
+    const stdin = options.stdin ?? standardInput();
     return { raw: stdin as AsyncIterable<Buffer>, totalBytes: undefined, close: async () => {} };
   }
   let fh: FileHandle;
@@ -342,4 +343,14 @@ function isBlank(buf: Buffer, s: number, e: number): boolean {
     if (d !== 0x20 && d !== 0x09 && d !== 0x0d) return false;
   }
   return true;
+}
+
+/**
+ * The process's standard input for `'-'`: file descriptor `CONTINUITY_STDIN_FD` when
+ * set (bin/continuity.mjs passes stdin there, so that the embedded engine never sees
+ * data on fd 0), else `process.stdin`.
+ */
+function standardInput(): NodeJS.ReadableStream {
+  const fd = Number(process.env.CONTINUITY_STDIN_FD);
+  return Number.isInteger(fd) && fd > 2 ? createReadStream('', { fd }) : process.stdin;
 }

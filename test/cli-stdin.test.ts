@@ -1,0 +1,66 @@
+// Standard input through the real CLI: `… | continuity import caddy -` (the launcher
+// hands stdin to the CLI on fd 3, so the embedded engine never sees it on fd 0), and
+// data waiting on stdin when the command does not read it (a coded error, not a raw
+// engine message).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const BIN = new URL('../bin/continuity.mjs', import.meta.url).pathname;
+const ACCESS = new URL('./fixtures/captures/caddy-sdk-restart/caddy-access.log', import.meta.url).pathname;
+const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+const freshDir = (): string => {
+  const d = mkdtempSync(join(tmpdir(), 'continuity-stdin-'));
+  dirs.push(d);
+  return d;
+};
+
+/** Runs the CLI with `input` written to its standard input. */
+function continuity(args: string[], input: Buffer | string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    child.stdin.end(input);
+  });
+}
+
+const count = async (dataDir: string): Promise<string> =>
+  (await continuity(['sql', 'SELECT count(), uniqExact(event_id) FROM events', '--format', 'csv', '--data-dir', dataDir], '')).stdout.trim();
+
+describe('standard input', () => {
+  it('imports a log piped to `import caddy -`, plain and gzip, storing nothing twice', async () => {
+    const dir = freshDir();
+    const plain = await continuity(['import', 'caddy', '-', '--data-dir', dir], readFileSync(ACCESS));
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stdout + plain.stderr).toContain('imported 47 of 47 lines');
+    const gz = await continuity(['import', 'caddy', '-', '--data-dir', dir], gzipSync(readFileSync(ACCESS)));
+    expect(gz.code, gz.stderr).toBe(0);
+    expect(await count(dir)).toMatch(/\n47,47$/);
+  });
+
+  it('analyzes a piped log with `analyze -` and prints the report', async () => {
+    const dir = freshDir();
+    const r = await continuity(['analyze', '-', '--json', '--data-dir', dir], readFileSync(ACCESS));
+    expect(r.code, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toMatchObject({ refused_misses: { total: 25 }, restarts: { inferred: 2 } });
+  });
+
+  it('answers data waiting on stdin that the command does not read with CONT_ERR_STORE_STDIN', async () => {
+    const dir = freshDir();
+    const r = await continuity(['import', 'caddy', ACCESS, '--data-dir', dir], 'hello\n');
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('CONT_ERR_STORE_STDIN');
+    expect(r.stderr).toContain('import caddy -');
+  });
+});
