@@ -304,7 +304,12 @@ export function bindParams(name: string, params: Record<string, unknown>): Recor
     const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name}: ${issues.join('; ')}`, { details: { issues } });
   }
-  return parsed.data as Record<string, unknown>;
+  const data = parsed.data as Record<string, unknown>;
+  // Both are 'YYYY-MM-DD hh:mm:ss.ffffff' (UTC) after parsing, so text order is time order.
+  if (String(data.t_from) >= String(data.t_to)) {
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name}: t_from (${data.t_from}) must be before t_to (${data.t_to})`);
+  }
+  return data;
 }
 
 /**

@@ -8,7 +8,7 @@ export function renderContinuityText(r: ContinuityReport): string {
   lines.push(`  range: ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${r.range.service}` : ''}`);
   lines.push('');
   lines.push('Input');
-  kv('lines parsed / rejected / read', `${r.lines.parsed} / ${r.lines.rejected} / ${r.lines.read}`);
+  kv('lines parsed / rejected / skipped / read', `${r.lines.parsed} / ${r.lines.rejected} / ${r.lines.skipped} / ${r.lines.read}`);
   lines.push('Restarts');
   kv('restarts (server boots)', r.restarts.server);
   kv('restarts (inferred from proxy)', r.restarts.inferred);

@@ -3,7 +3,7 @@
 // text lists each fragment once, before its readers.
 import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { NAMED_QUERIES, querySql } from '../queries/index.ts';
+import { bindParams, NAMED_QUERIES, querySql } from '../queries/index.ts';
 
 const PLACEHOLDER = /\{([a-z_]+):([^}]+)\}/g;
 const fragments = readdirSync(new URL('../queries/sql/lib/', import.meta.url)).map((f) => f.replace(/\.sql$/, ''));
@@ -31,5 +31,15 @@ describe('named query composition', () => {
     expect(at('proxy_requests')).toBeLessThan(at('proxy_seq'));
     expect(at('proxy_seq')).toBeLessThan(at('proxy_restarts'));
     expect(sql.match(/\bproxy_requests AS\n\(/g)).toHaveLength(1);
+  });
+
+  it('refuses a time range that ends before it starts (or is empty)', () => {
+    for (const [t_from, t_to] of [
+      ['2026-11-30', '2026-11-29'],
+      ['2026-11-30T00:00:00Z', '2026-11-30T00:00:00Z'],
+    ]) {
+      expect(() => bindParams('restarts', { t_from, t_to })).toThrow(expect.objectContaining({ code: 'CONT_ERR_QUERY_PARAM' }));
+    }
+    expect(bindParams('restarts', { t_from: '2026-11-29', t_to: '2026-11-30' })).toMatchObject({ t_from: '2026-11-29 00:00:00.000', t_to: '2026-11-30 00:00:00.000' });
   });
 });
