@@ -1,7 +1,7 @@
-// Standard input through the real CLI: `… | continuity import caddy -` (the launcher
-// hands stdin to the CLI on fd 3, so the embedded engine never sees it on fd 0), and
-// data waiting on stdin when the command does not read it (a coded error, not a raw
-// engine message).
+// Input edge cases through the real CLI: `… | continuity import caddy -` (the launcher
+// hands stdin to the CLI on fd 3, so the embedded engine never sees it on fd 0); data
+// waiting on stdin when the command does not read it (a coded error, not a raw engine
+// message); and a log older than the retention TTL (a warning, not a silent nothing).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -22,9 +22,9 @@ const freshDir = (): string => {
 };
 
 /** Runs the CLI with `input` written to its standard input. */
-function continuity(args: string[], input: Buffer | string): Promise<{ code: number; stdout: string; stderr: string }> {
+function continuity(args: string[], input: Buffer | string, env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -35,8 +35,8 @@ function continuity(args: string[], input: Buffer | string): Promise<{ code: num
   });
 }
 
-const count = async (dataDir: string): Promise<string> =>
-  (await continuity(['sql', 'SELECT count(), uniqExact(event_id) FROM events', '--format', 'csv', '--data-dir', dataDir], '')).stdout.trim();
+const count = async (dataDir: string, env: NodeJS.ProcessEnv = {}): Promise<string> =>
+  (await continuity(['sql', 'SELECT count(), uniqExact(event_id) FROM events', '--format', 'csv', '--data-dir', dataDir], '', env)).stdout.trim();
 
 describe('standard input', () => {
   it('imports a log piped to `import caddy -`, plain and gzip, storing nothing twice', async () => {
@@ -62,5 +62,29 @@ describe('standard input', () => {
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain('CONT_ERR_STORE_STDIN');
     expect(r.stderr).toContain('import caddy -');
+  });
+});
+
+describe('retention', () => {
+  it('warns when the input is older than the retention, and keeps it with CONTINUITY_RETENTION_DAYS=0', async () => {
+    const old = readFileSync(ACCESS, 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => {
+        const e = JSON.parse(l) as { ts: number };
+        return JSON.stringify({ ...e, ts: e.ts - 200 * 86_400 });
+      })
+      .join('\n');
+    const dir = freshDir();
+    const r = await continuity(['import', 'caddy', '-', '--data-dir', dir], old);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/every entry of this input .* is older than the 90-day retention/);
+    expect(await count(dir)).toMatch(/\n0,0$/);
+
+    const keep = freshDir();
+    const k = await continuity(['import', 'caddy', '-', '--data-dir', keep], old, { CONTINUITY_RETENTION_DAYS: '0' });
+    expect(k.stderr).not.toContain('retention');
+    // (every command applies the configured retention when it opens the store)
+    expect(await count(keep, { CONTINUITY_RETENTION_DAYS: '0' })).toMatch(/\n47,47$/);
   });
 });

@@ -51,8 +51,25 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
     if (started) bar?.stop();
   }
   printRejects(report);
+  warnExpired(report, config.retentionDays);
   assertSomethingImported(report);
   return report;
+}
+
+/**
+ * Says so when the input reaches back past the retention TTL: the store drops such
+ * events as soon as it writes them, and the report would otherwise just be empty.
+ */
+function warnExpired(report: ImportReport, retentionDays: number): void {
+  if (retentionDays <= 0 || report.time_range === null) return;
+  const cutoff = Date.now() - retentionDays * 86_400_000;
+  if (Date.parse(report.time_range.first) >= cutoff) return;
+  const all = Date.parse(report.time_range.last) < cutoff;
+  process.stderr.write(
+    `warning: ${all ? 'every entry' : 'some entries'} of this input (${report.time_range.first} .. ${report.time_range.last}) ` +
+      `${all ? 'is' : 'are'} older than the ${retentionDays}-day retention; the store drops those events. ` +
+      'Set CONTINUITY_RETENTION_DAYS=0 to keep everything.\n',
+  );
 }
 
 function printRejects(report: ImportReport): void {

@@ -89,6 +89,9 @@ export interface ConverterTotals {
   errorEntriesDropped: number;
   /** Access entries that received an `upstream_error`. */
   joinedUpstreamErrors: number;
+  /** Earliest and latest access entry, µs since the epoch (0 when none). */
+  firstTs: number;
+  lastTs: number;
 }
 
 // Field checks: which value types a field may have. T_NULL counts as absent for optional fields.
@@ -214,6 +217,8 @@ export class CaddyConverter {
     errorEntries: 0,
     errorEntriesDropped: 0,
     joinedUpstreamErrors: 0,
+    firstTs: 0,
+    lastTs: 0,
   };
   readonly join: UpstreamJoin<HeldRow>;
 
@@ -502,6 +507,9 @@ export class CaddyConverter {
     }
 
     const ts = Math.round(tsSec * 1e6);
+    const totals = this.totals;
+    if (totals.firstTs === 0 || ts < totals.firstTs) totals.firstTs = ts;
+    if (ts > totals.lastTs) totals.lastTs = ts;
     const hasCredential = type[F_H_AUTH] !== T_NONE;
     const hasher = this.hasher;
     const reqSid = sc.firstStr(F_H_SID);

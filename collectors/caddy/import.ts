@@ -107,6 +107,8 @@ export interface ImportReport {
    * (CONT_ERR_NOTHING_IMPORTED, see {@link assertSomethingImported}).
    */
   nothing_read: boolean;
+  /** Earliest and latest access entry read (ISO-8601 UTC), null when none. */
+  time_range: { first: string; last: string } | null;
 }
 
 /** Output of the conversion core. */
@@ -161,6 +163,7 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput): Promis
     joined_upstream_errors: 0,
     dead_letters_written: 0,
     nothing_read: true,
+    time_range: null,
   };
   let currentPath = '';
   const converter = new CaddyConverter(
@@ -240,6 +243,7 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput): Promis
   report.error_entries = t.errorEntries;
   report.error_entries_dropped = t.errorEntriesDropped;
   report.joined_upstream_errors = t.joinedUpstreamErrors;
+  report.time_range = t.firstTs === 0 ? null : { first: new Date(t.firstTs / 1000).toISOString(), last: new Date(t.lastTs / 1000).toISOString() };
   report.nothing_read = t.proxyAccess === 0;
   return report;
 }
