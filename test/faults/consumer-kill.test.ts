@@ -29,7 +29,7 @@ const POISON_ROUNDS = 10;
 const POISON_PER_ROUND = 3;
 // Batches end where a fetch ends (not at a row limit), so a range fetched again after a
 // restart would end elsewhere — unless the consumer cuts it at its recorded intent.
-const CONSUMER_ARGS = ['--session-timeout', '6000', '--max-batch-rows', '100000', '--fault-commit-delay', '150'];
+const CONSUMER_ARGS = ['--session-timeout', '6000', '--max-batch-rows', '100000', '--fault-commit-delay', '500'];
 
 describe('consumer killed with SIGKILL at random moments', () => {
   const topic = uniqueTopicName('fault-kill');
@@ -136,11 +136,23 @@ describe('consumer killed with SIGKILL at random moments', () => {
     expect(counts.rows).toBe(TOTAL);
     expect(counts.unique).toBe(TOTAL);
     expect(dead).toEqual({ rows: poison, offsets: poison });
-    // Every range left written-but-uncommitted by a kill was written again by the next
-    // consumer, with the same range (and token), and stored once.
-    const replayed = children.flatMap((c) => c.lines).filter((l) => l.event === 'batch' && l.replay === true);
+    // A range a kill left written-but-uncommitted is written again by a later consumer
+    // with the same range (so the same token) and stored once: every batch on that
+    // partition that overlaps the range has exactly its bounds. A kill that came only
+    // after the commit (a loaded machine can take longer than the widened window to
+    // deliver the SIGKILL) leaves no replay, and nothing overlapping either.
+    const batches = children.flatMap((c) => c.lines).filter((l) => l.event === 'batch');
+    let inWindow = 0;
     for (const w of written) {
-      expect(replayed).toContainEqual(expect.objectContaining({ partition: w.partition, first: w.first, last: w.last }));
+      const [first, last] = [BigInt(w.first as string), BigInt(w.last as string)];
+      const overlapping = batches.filter(
+        (b) => b.partition === w.partition && BigInt(b.first as string) <= last && BigInt(b.last as string) >= first,
+      );
+      for (const b of overlapping) expect({ partition: b.partition, first: b.first, last: b.last }).toEqual({ partition: w.partition, first: w.first, last: w.last });
+      if (overlapping.some((b) => b.replay === true)) inWindow++;
     }
+    console.log(`[fault-kill] ${inWindow} of ${written.length} write-then-kill(s) landed before the commit and were replayed with the same range`);
+    // The replay path itself must have been exercised (the 500 ms window makes it the rule).
+    expect(inWindow).toBeGreaterThan(0);
   }, 300_000);
 });
