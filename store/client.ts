@@ -266,15 +266,20 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, i
     async insertJsonEachRow(table: string, body: string, options: { dedupToken?: string } = {}): Promise<void> {
       if (!IDENTIFIER.test(table)) throw new RangeError(`not a table name: ${table}`);
       if (body.length === 0) return;
-      let settings = '';
+      // A batch may span many daily partitions (an old log, a backfill): more than the
+      // engine's default 100 per INSERT is slower, not wrong, so it must not be refused.
+      let settings = ' SETTINGS throw_on_max_partitions_per_insert_block = 0';
+      const native: Record<string, string | number> = { throw_on_max_partitions_per_insert_block: 0 };
       if (options.dedupToken !== undefined) {
         if (!TOKEN.test(options.dedupToken)) throw new RangeError(`not a deduplication token: ${options.dedupToken}`);
-        settings = ` SETTINGS insert_deduplicate = 1, insert_deduplication_token = '${options.dedupToken}'`;
+        settings += `, insert_deduplicate = 1, insert_deduplication_token = '${options.dedupToken}'`;
+        native.insert_deduplicate = 1;
+        native.insert_deduplication_token = options.dedupToken;
       }
       const sql = `INSERT INTO ${table}${settings} FORMAT JSONEachRow`;
       try {
         if (insertRaw) {
-          await insertRaw(table, 'JSONEachRow', body, options.dedupToken === undefined ? {} : { insert_deduplicate: 1, insert_deduplication_token: options.dedupToken });
+          await insertRaw(table, 'JSONEachRow', body, native);
           return;
         }
         const result = await client.exec({ query: sql, values: Readable.from([body]) });

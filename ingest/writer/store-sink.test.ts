@@ -22,18 +22,39 @@ describe('createStoreSink (real embedded engine)', () => {
     expect(await sink.write(body, 3)).toEqual({ ok: true });
     const [n] = await t.store.query<{ n: number }>(`SELECT count() AS n FROM events WHERE event_type = 'canary' AND source = 'canary'`);
     expect(n?.n).toBe(3);
-    expect(sink.stats).toEqual({ inserts: 2, failures: 0 });
+    expect(sink.stats).toEqual({ inserts: 2, failures: 0, refusedRows: 0 });
   });
 
-  it('reports a rejected batch as not retriable, without throwing', async () => {
-    const sink = createStoreSink(t.store, 'events');
-    const result = await sink.write('{"event_id":"not-a-uuid","ts":"x"}', 1);
+  it('reports a batch for a table that does not exist as not retriable, without throwing', async () => {
+    const sink = createStoreSink(t.store, 'no_such_table');
+    const result = await sink.write(row(5), 1);
     expect(result.ok).toBe(false);
     if (!result.ok) {
       expect(result.retriable).toBe(false);
       expect((result.error as { code?: string }).code).toBe('CONT_ERR_STORE_QUERY');
     }
     expect(sink.stats.failures).toBe(1);
+  });
+
+  it('splits a refused batch: good rows are stored, each row the engine refuses goes to dead_letters', async () => {
+    const sink = createStoreSink(t.store, 'events', { token: contentToken('split') });
+    // A lone UTF-16 surrogate escape passes JSON.parse but not the engine's JSON reader.
+    const bad = row(21).replace('"canary_id":"c"', '"canary_id":"c\\ud800"');
+    const body = [row(20), bad, row(22), row(23), 'not json at all'].join('\n');
+    expect(await sink.write(body, 5)).toEqual({ ok: true });
+    const [n] = await t.store.query<{ n: number }>(
+      `SELECT count() AS n FROM events WHERE event_type = 'canary' AND event_id IN ('00000000-0000-8000-8000-000000000020', '00000000-0000-8000-8000-000000000022', '00000000-0000-8000-8000-000000000023')`,
+    );
+    expect(n?.n).toBe(3);
+    const letters = await t.store.query<{ reason: string; payload: string }>(
+      `SELECT reason, payload FROM dead_letters WHERE source = 'store' AND origin = 'events'`,
+    );
+    expect(letters.sort((a, b) => a.payload.length - b.payload.length)).toEqual([
+      { reason: 'store_refused', payload: 'not json at all' },
+      { reason: 'store_refused', payload: bad },
+    ]);
+    expect(sink.stats.refusedRows).toBe(2);
+    expect(sink.stats.failures).toBe(0);
   });
 
   it('behind a batch writer: every row arrives', async () => {
