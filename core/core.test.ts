@@ -1,8 +1,11 @@
-import { describe, expect, it } from 'vitest';
+import { createHmac } from 'node:crypto';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.ts';
 import { ContinuityError, ERROR_CODES } from './errors.ts';
-import { createKeyedHasher } from './hash.ts';
-import { createHmac } from 'node:crypto';
+import { createKeyedHasher, loadOrCreateKeyFile } from './hash.ts';
 
 describe('loadConfig', () => {
   it('defaults to the embedded store in ./.continuity', () => {
@@ -64,5 +67,27 @@ describe('error registry', () => {
     const e = new ContinuityError('CONT_ERR_READONLY', 'DROP', { details: { sql: 'DROP TABLE x' } });
     expect(e.toJSON()).toMatchObject({ code: 'CONT_ERR_READONLY', details: { sql: 'DROP TABLE x' } });
     expect(e.retriable).toBe(false);
+  });
+});
+
+describe('loadOrCreateKeyFile', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'continuity-key-'));
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('creates one 32-byte key, reads the same one back, and leaves no temporary file', () => {
+    const path = join(dir, 'a', 'hash.key');
+    const first = loadOrCreateKeyFile(path);
+    expect(first).toHaveLength(32);
+    expect(loadOrCreateKeyFile(path).equals(first)).toBe(true);
+    expect(readdirSync(join(dir, 'a'))).toEqual(['hash.key']);
+  });
+
+  it('refuses an empty, non-hex or short key file with CONT_ERR_CONFIG instead of hashing with it', () => {
+    const cases: Array<[string, string]> = [['empty', ''], ['nonhex', 'zz'.repeat(16)], ['short', 'ab'.repeat(15)], ['trailing', 'ab'.repeat(16) + 'xyz']];
+    for (const [name, text] of cases) {
+      const path = join(dir, `${name}.key`);
+      writeFileSync(path, text);
+      expect(() => loadOrCreateKeyFile(path), name).toThrow(expect.objectContaining({ code: 'CONT_ERR_CONFIG' }));
+    }
   });
 });

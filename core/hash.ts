@@ -1,6 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { ContinuityError } from './errors.ts';
 
 /**
  * Keyed hashing of raw identifiers (session ids, principals) before they leave
@@ -40,24 +41,39 @@ export function createKeyedHasher(key: Buffer, cacheSize = 65_536): KeyedHasher 
 /**
  * Reads the deployment key from `path`, creating it (32 random bytes, hex, mode 0600)
  * when absent. Used by the embedded mode so that `continuity hash` and imports
- * agree without any set-up.
+ * agree without any set-up. The file appears whole or not at all (written to a
+ * temporary name, then linked into place), so a second process starting at the same
+ * moment never reads it half-written, and uses the first one's key.
+ * @throws ContinuityError CONT_ERR_CONFIG when the file holds anything but at least
+ *   16 bytes of hex (an edited or damaged key would silently change every hash).
  */
 export function loadOrCreateKeyFile(path: string): Buffer {
+  let text: string;
   try {
-    return Buffer.from(readFileSync(path, 'utf8').trim(), 'hex');
+    text = readFileSync(path, 'utf8').trim();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     mkdirSync(dirname(path), { recursive: true });
     const key = randomBytes(32);
+    const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+    writeFileSync(tmp, key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
     try {
-      writeFileSync(path, key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });
+      linkSync(tmp, path);
     } catch (raced) {
       // Another process created it first: use theirs so both hash alike.
       if ((raced as NodeJS.ErrnoException).code === 'EEXIST') return loadOrCreateKeyFile(path);
       throw raced;
+    } finally {
+      unlinkSync(tmp);
     }
     return key;
   }
+  if (!/^(?:[0-9a-fA-F]{2}){16,}$/.test(text)) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `${path} does not hold a hex key of at least 16 bytes; restore it (every stored hash depends on it), or remove it to start a new key for a new data directory`, {
+      details: { path },
+    });
+  }
+  return Buffer.from(text, 'hex');
 }
 
 /**

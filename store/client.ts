@@ -91,7 +91,14 @@ export async function openStore(config: Config): Promise<Store> {
     }
     return wrap(client, 'server', url);
   }
-  mkdirSync(config.dataDir, { recursive: true });
+  try {
+    mkdirSync(config.dataDir, { recursive: true });
+  } catch (err) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `the data directory ${config.dataDir} cannot be used: ${(err as Error).message} (--data-dir, CONTINUITY_DATA_DIR)`, {
+      cause: err,
+      details: { dataDir: config.dataDir },
+    });
+  }
   const dbPath = join(config.dataDir, 'clickhouse');
   let connection;
   try {

@@ -3,7 +3,7 @@
 // waiting on stdin when the command does not read it (a coded error, not a raw engine
 // message); and a log older than the retention TTL (a warning, not a silent nothing).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -86,5 +86,17 @@ describe('retention', () => {
     expect(k.stderr).not.toContain('retention');
     // (every command applies the configured retention when it opens the store)
     expect(await count(keep, { CONTINUITY_RETENTION_DAYS: '0' })).toMatch(/\n47,47$/);
+  });
+});
+
+describe('data directory', () => {
+  it('answers a --data-dir that is a file with CONT_ERR_CONFIG naming it', async () => {
+    const file = join(freshDir(), 'not-a-dir');
+    writeFileSync(file, 'x');
+    const r = await continuity(['sql', 'SELECT 1', '--data-dir', file], '');
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('CONT_ERR_CONFIG');
+    expect(r.stderr).toContain(file);
+    expect(r.stderr).not.toContain('unexpected error');
   });
 });
