@@ -44,6 +44,7 @@ import { importCaddyLogs } from '../collectors/index.ts';
 import { createKeyedHasher, loadConfig } from '../core/index.ts';
 import { openMigratedStore } from '../store/index.ts';
 import { defaultBenchLogPath, generateCaddyAccessLog } from './generate-caddy.ts';
+import { rssSampler } from './rss.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const GOALS = { ratio: 0.5, peak_rss_mb: 300 };
@@ -81,29 +82,6 @@ function threadCpu(): { main: number; other: number; merges: number } {
     }
   }
   return out;
-}
-
-/** Peak of a /proc/self/status field (kB), sampled every 50 ms, plus the final VmHWM. */
-function rssSampler(): { stop(): { peakRssMb: number; peakAnonMb: number } } {
-  let peakAnon = 0;
-  const read = (): void => {
-    try {
-      const m = /RssAnon:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'));
-      if (m) peakAnon = Math.max(peakAnon, Number(m[1]));
-    } catch {
-      // Not Linux: only maxRSS is reported.
-    }
-  };
-  read();
-  const timer = setInterval(read, 50);
-  timer.unref();
-  return {
-    stop() {
-      clearInterval(timer);
-      read();
-      return { peakRssMb: process.resourceUsage().maxRSS / 1024, peakAnonMb: peakAnon / 1024 };
-    },
-  };
 }
 
 async function childImport(file: string): Promise<Record<string, number>> {

@@ -24,7 +24,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -34,6 +34,7 @@ import { createKafka, createKafkaConsumer, createKafkaProducerSink, fetchConsume
 import type { ContinuityEvent } from '../schema/index.ts';
 import { openMigratedStore } from '../store/index.ts';
 import { ensureKafka, uniqueTopicName } from '../test/services/kafka.ts';
+import { rssSampler } from './rss.ts';
 
 const SELF = fileURLToPath(import.meta.url);
 const GOALS = { ratio: 0.5, peak_rss_mb: 300, p99_ms: 2000 };
@@ -89,29 +90,6 @@ function seedHex(seed: string): string {
     seeds.set(seed, h);
   }
   return h;
-}
-
-/** Peak RssAnon of this process, sampled every 50 ms (kB → MB), plus maxRSS. */
-function rssSampler(): { stop(): { peakRssMb: number; peakAnonMb: number } } {
-  let peakAnon = 0;
-  const read = (): void => {
-    try {
-      const m = /RssAnon:\s+(\d+)/.exec(readFileSync('/proc/self/status', 'utf8'));
-      if (m) peakAnon = Math.max(peakAnon, Number(m[1]));
-    } catch {
-      // Not Linux: maxRSS only.
-    }
-  };
-  read();
-  const timer = setInterval(read, 50);
-  timer.unref();
-  return {
-    stop() {
-      clearInterval(timer);
-      read();
-      return { peakRssMb: process.resourceUsage().maxRSS / 1024, peakAnonMb: peakAnon / 1024 };
-    },
-  };
 }
 
 function configFor(brokers: string[], topic: string, dataDir: string, group = `${topic}-writer`): Config {
