@@ -949,28 +949,21 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
     }
     return ((ex?.originalWriteHead ?? ServerResponse.prototype.writeHead) as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
   };
-  const tappedWrite = function (this: ServerResponse, chunk?: unknown, encoding?: unknown): boolean {
-    const ex = (this as Tapped)[EXCHANGE];
-    if (ex) {
-      try {
-        onBody(ex, this, chunk, encoding);
-      } catch (err) {
-        internal(err);
+  // write and end: record the body chunk, then call the original (made once here, not per request).
+  const tapBody = <R>(original: 'originalWrite' | 'originalEnd', fallback: (...a: unknown[]) => R) =>
+    function (this: ServerResponse, chunk?: unknown, encoding?: unknown): R {
+      const ex = (this as Tapped)[EXCHANGE];
+      if (ex) {
+        try {
+          onBody(ex, this, chunk, encoding);
+        } catch (err) {
+          internal(err);
+        }
       }
-    }
-    return ((ex?.originalWrite ?? ServerResponse.prototype.write) as (...a: unknown[]) => boolean).apply(this, arguments as unknown as unknown[]);
-  };
-  const tappedEnd = function (this: ServerResponse, chunk?: unknown, encoding?: unknown): ServerResponse {
-    const ex = (this as Tapped)[EXCHANGE];
-    if (ex) {
-      try {
-        onBody(ex, this, chunk, encoding);
-      } catch (err) {
-        internal(err);
-      }
-    }
-    return ((ex?.originalEnd ?? ServerResponse.prototype.end) as (...a: unknown[]) => ServerResponse).apply(this, arguments as unknown as unknown[]);
-  };
+      return ((ex?.[original] ?? fallback) as (...a: unknown[]) => R).apply(this, arguments as unknown as unknown[]);
+    };
+  const tappedWrite = tapBody<boolean>('originalWrite', ServerResponse.prototype.write as (...a: unknown[]) => boolean);
+  const tappedEnd = tapBody<ServerResponse>('originalEnd', ServerResponse.prototype.end as (...a: unknown[]) => ServerResponse);
   // One plain `on('close')` listener (not `once`, which wraps each in a new closure):
   // a ServerResponse emits 'close' after 'finish' too (Node ≥ 16), and
   // `writableFinished` tells a finished response from a connection closed first.
