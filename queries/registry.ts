@@ -214,7 +214,16 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
 
 const sqlCache = new Map<string, string>();
 
-const readSql = (path: string): string => readFileSync(new URL(`./sql/${path}.sql`, import.meta.url), 'utf8');
+const sqlFiles = new Map<string, string>();
+/** A file of `sql/` (without `.sql`), read once: fragments are read by every query that requires them. */
+function readSql(path: string): string {
+  let text = sqlFiles.get(path);
+  if (text === undefined) {
+    text = readFileSync(new URL(`./sql/${path}.sql`, import.meta.url), 'utf8');
+    sqlFiles.set(path, text);
+  }
+  return text;
+}
 
 /** `-- requires: a, b` in a query or fragment header: the fragments it reads. */
 function requiresOf(text: string): string[] {
