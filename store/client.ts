@@ -279,9 +279,12 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, i
       const native: Record<string, string | number> = { throw_on_max_partitions_per_insert_block: 0 };
       if (options.dedupToken !== undefined) {
         if (!TOKEN.test(options.dedupToken)) throw new RangeError(`not a deduplication token: ${options.dedupToken}`);
-        settings += `, insert_deduplicate = 1, insert_deduplication_token = '${options.dedupToken}'`;
+        // The tables materialized views fill from this one (schema/migrations/0006 on)
+        // drop the retried batch too, by the same token, instead of storing it again.
+        settings += `, insert_deduplicate = 1, insert_deduplication_token = '${options.dedupToken}', deduplicate_blocks_in_dependent_materialized_views = 1`;
         native.insert_deduplicate = 1;
         native.insert_deduplication_token = options.dedupToken;
+        native.deduplicate_blocks_in_dependent_materialized_views = 1;
       }
       const sql = `INSERT INTO ${table}${settings} FORMAT JSONEachRow`;
       try {

@@ -86,17 +86,27 @@ export async function migrate(store: Store, options: { retentionDays?: number; m
 }
 
 /**
- * Sets the events TTL to `days` (0 removes it). Only issues an ALTER when the
- * table's TTL differs, since a TTL change is a metadata mutation.
+ * The tables whose rows expire with the events they come from: `events` and the
+ * tables materialized views fill from it (schema/migrations/0006 on). Each has
+ * `TTL toDateTime(ts) + …`.
+ */
+export const RETAINED_TABLES: readonly string[] = ['events', 'proxy_access'];
+
+/**
+ * Sets the TTL of every table in {@link RETAINED_TABLES} to `days` (0 removes
+ * it). Only issues an ALTER where a table's TTL differs, since a TTL change is a
+ * metadata mutation; tables not created yet are skipped.
  */
 export async function applyRetention(store: Store, days: number): Promise<void> {
-  const [row] = await store.query<{ q: string }>(
-    `SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = 'events'`,
+  const rows = await store.query<{ name: string; q: string }>(
+    `SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name IN {names:Array(String)}`,
+    { names: RETAINED_TABLES },
   );
-  if (!row) return;
-  const current = /TTL toDateTime\(ts\) \+ (?:INTERVAL (\d+) DAY|toIntervalDay\((\d+)\))/.exec(row.q);
-  const currentDays = current ? Number(current[1] ?? current[2]) : 0;
-  if (currentDays === days) return;
-  if (days === 0) await store.command('ALTER TABLE events REMOVE TTL');
-  else await store.command(`ALTER TABLE events MODIFY TTL toDateTime(ts) + toIntervalDay(${Math.floor(days)})`);
+  for (const { name, q } of rows) {
+    const current = /TTL toDateTime\(ts\) \+ (?:INTERVAL (\d+) DAY|toIntervalDay\((\d+)\))/.exec(q);
+    const currentDays = current ? Number(current[1] ?? current[2]) : 0;
+    if (currentDays === days) continue;
+    if (days === 0) await store.command(`ALTER TABLE ${name} REMOVE TTL`);
+    else await store.command(`ALTER TABLE ${name} MODIFY TTL toDateTime(ts) + toIntervalDay(${Math.floor(days)})`);
+  }
 }

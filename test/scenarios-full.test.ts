@@ -6,6 +6,7 @@ import { NAMED_QUERIES, runQuery } from '../queries/index.ts';
 import { fixtureHash as h, insertEvents } from './fixtures/proxy-scenario.ts';
 import { SCENARIO_NAMES, scenarioEvents, type ScenarioName } from './fixtures/scenarios.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
+import { RETAINED_TABLES } from '../store/index.ts';
 
 // Every scenario of SCENARIOS.md (test/fixtures/scenarios.ts) with the FULL output
 // of every named query, and the two captures through the full query set. Each
@@ -30,7 +31,7 @@ type Outputs = Record<string, Rows>;
 
 /** Empties the store and loads `events`. */
 async function only(events: Rows): Promise<void> {
-  await t.store.command('TRUNCATE TABLE events');
+  for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
   await insertEvents(t.store, events);
 }
 
@@ -304,7 +305,7 @@ const CAPTURE_EXPECTED: Record<'restart' | 'auth', Outputs> = {
 };
 
 async function importCapture(name: 'caddy-sdk-restart' | 'caddy-sdk-auth', service: 'restart' | 'auth'): Promise<Outputs> {
-  await t.store.command('TRUNCATE TABLE events');
+  for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
   const dir = `${CAPTURES}${name}/`;
   await importCaddyLogs(t.store, { access: [`${dir}caddy-access.log`], errors: [`${dir}caddy-error.log`], hasher: hasherForConfig(t.config), service });
   return outputs({ service });

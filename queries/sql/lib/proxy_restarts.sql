@@ -11,20 +11,19 @@
 -- requires: proxy_seq, proxy_transitions
 WITH
 -- the transitions, read once (both parts below use them)
-(SELECT groupArray((service, sk, lo, hi, matched, run)) FROM proxy_transitions) AS trans_rows,
+(SELECT groupArray((service, skh, lo, hi, matched, run)) FROM proxy_transitions) AS trans_rows,
 trans AS
 (
-    SELECT x.1 AS service, x.2 AS sk, x.3 AS lo, x.4 AS hi, x.5 AS matched, x.6 AS run
+    SELECT x.1 AS service, x.2 AS skh, x.3 AS lo, x.4 AS hi, x.5 AS matched, x.6 AS run
     FROM (SELECT arrayJoin(trans_rows) AS x)
 ),
 gaps AS
 (
-    SELECT service, served_idx AS run, min(t) AS first_5xx, max(t) AS last_5xx, count() AS n_5xx,
+    SELECT service, run, min(t) AS first_5xx, max(t) AS last_5xx, count() AS n_5xx,
            countIf(http_method = 'POST') AS n_5xx_post, countIf(http_method = 'GET') AS n_5xx_get,
            if(min(last_served) = 0, min(t), min(last_served)) AS down_from,
            if(max(next_served) >= 1e12, CAST(NULL, 'Nullable(Float64)'), max(next_served)) AS up_at
     FROM proxy_seq
-    WHERE pg
     GROUP BY service, run
 ),
 -- Transitions that span no gap, merged by overlap: each group is one restart.
@@ -54,7 +53,7 @@ SELECT
     g.n_5xx_get AS proxy_5xx_get,
     ifNull(m.sessions, 0) AS sessions_refused
 FROM gaps AS g
-LEFT JOIN (SELECT service, run, uniqExact(sk) AS sessions FROM trans WHERE matched GROUP BY service, run) AS m
+LEFT JOIN (SELECT service, run, uniqExact(skh) AS sessions FROM trans WHERE matched GROUP BY service, run) AS m
     ON m.service = g.service AND m.run = g.run
 UNION ALL
 SELECT

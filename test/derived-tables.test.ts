@@ -1,0 +1,82 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { applyRetention, RETAINED_TABLES } from '../store/index.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+// The tables the named queries read besides `events` (schema/migrations/0006 on)
+// are filled at insert time by materialized views. They must hold exactly what
+// `events` holds: a batch the events table drops as a retry is not passed on, a
+// duplicate delivered in another batch collapses on event_id, and the derived
+// columns follow DESIGN §4's classes.
+
+let t: TestStore;
+const T0 = 1_796_011_200_000_000; // 2026-11-30 00:00:00 UTC, µs
+let n = 0;
+function access(fields: Record<string, unknown>): Record<string, unknown> {
+  n += 1;
+  return {
+    event_id: `00000000-0000-8000-8000-${String(n).padStart(12, '0')}`,
+    event_type: 'proxy_access',
+    ts: T0 + n * 1000,
+    source: 'proxy',
+    service: 'svc',
+    http_method: 'POST',
+    url_path: '/mcp',
+    client_address: '10.0.0.1',
+    user_agent: 'node/20 mcp-client',
+    ...fields,
+  };
+}
+const body = (rows: Record<string, unknown>[]) => rows.map((r) => JSON.stringify(r)).join('\n');
+const rawCount = async () => (await t.store.query<{ c: number }>('SELECT count() AS c FROM proxy_access'))[0]!.c;
+const finalCount = async () => (await t.store.query<{ c: number }>('SELECT count() AS c FROM proxy_access FINAL'))[0]!.c;
+
+beforeAll(async () => {
+  t = await openTestStore('derived');
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+describe('proxy_access (the proxy lines, as the queries read them)', () => {
+  it('derives each line’s class, client and hashed keys', async () => {
+    const rows = [
+      access({ response_session_key: 'k1', http_status: 200, attrs: { 'http.origin': 'https://claude.ai' } }),
+      access({ request_session_key: 'k1', http_status: 404 }),
+      access({ request_session_key: 'k1', http_status: 502, proxy_generated: true, upstream_error: 'connection_refused' }),
+      access({ http_method: 'GET', url_path: '/.well-known/oauth-protected-resource', http_status: 401 }),
+      access({ event_type: 'boot', source: 'server' }),
+    ];
+    await t.store.insertJsonEachRow('events', body(rows), { dedupToken: 'derive' });
+    const got = await t.store.query<Record<string, unknown>>(
+      `SELECT http_status, init, ok, refused, pg, discovery, marks_endpoint, client, ua_family, origin,
+              skh = reinterpretAsUInt128(sipHash128('k1')) AS sk_hashed, rkh = reinterpretAsUInt128(sipHash128('k1')) AS rk_hashed,
+              skh = 0 AS no_sk, t = toUnixTimestamp64Micro(ts) / 1e6 AS t_is_ts
+       FROM proxy_access ORDER BY ts`,
+    );
+    expect(got).toEqual([
+      { http_status: 200, init: true, ok: true, refused: false, pg: false, discovery: false, marks_endpoint: true, client: '10.0.0.1 node/20 mcp-client', ua_family: 'node', origin: 'https://claude.ai', sk_hashed: 0, rk_hashed: 1, no_sk: 1, t_is_ts: 1 },
+      { http_status: 404, init: false, ok: false, refused: true, pg: false, discovery: false, marks_endpoint: true, client: '10.0.0.1 node/20 mcp-client', ua_family: 'node', origin: '', sk_hashed: 1, rk_hashed: 0, no_sk: 0, t_is_ts: 1 },
+      { http_status: 502, init: false, ok: false, refused: false, pg: true, discovery: false, marks_endpoint: true, client: '10.0.0.1 node/20 mcp-client', ua_family: 'node', origin: '', sk_hashed: 1, rk_hashed: 0, no_sk: 0, t_is_ts: 1 },
+      { http_status: 401, init: false, ok: false, refused: false, pg: false, discovery: true, marks_endpoint: false, client: '10.0.0.1 node/20 mcp-client', ua_family: 'node', origin: '', sk_hashed: 0, rk_hashed: 0, no_sk: 1, t_is_ts: 1 },
+    ]);
+  });
+
+  it('a retried batch (same token) is not passed on; a duplicate in another batch collapses under FINAL', async () => {
+    for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+    const rows = [access({ http_status: 200, request_session_key: 'k2' }), access({ http_status: 200, request_session_key: 'k2' })];
+    await t.store.insertJsonEachRow('events', body(rows), { dedupToken: 'batch-1' });
+    await t.store.insertJsonEachRow('events', body(rows), { dedupToken: 'batch-1' });
+    expect(await rawCount()).toBe(2);
+    // the first row again, in a batch of its own (e.g. a collector's retry)
+    await t.store.insertJsonEachRow('events', body([rows[0]!]), { dedupToken: 'batch-2' });
+    expect(await rawCount()).toBe(3);
+    expect(await finalCount()).toBe(2);
+  });
+
+  it('follows the events retention', async () => {
+    await applyRetention(t.store, 30);
+    const [row] = await t.store.query<{ q: string }>(`SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = 'proxy_access'`);
+    expect(row!.q).toMatch(/TTL toDateTime\(ts\) \+ toIntervalDay\(30\)/);
+    await applyRetention(t.store, 90);
+  });
+});
