@@ -90,7 +90,7 @@ export async function migrate(store: Store, options: { retentionDays?: number; m
  * tables materialized views fill from it (schema/migrations/0006 on). Each has
  * `TTL toDateTime(ts) + …`.
  */
-export const RETAINED_TABLES: readonly string[] = ['events', 'proxy_access'];
+export const RETAINED_TABLES: readonly string[] = ['events', 'proxy_access', 'server_requests'];
 
 /**
  * Sets the TTL of every table in {@link RETAINED_TABLES} to `days` (0 removes

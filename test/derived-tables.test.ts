@@ -80,3 +80,30 @@ describe('proxy_access (the proxy lines, as the queries read them)', () => {
     await applyRetention(t.store, 90);
   });
 });
+
+describe('server_requests (the servers’ request records, as the queries read them)', () => {
+  const server = (fields: Record<string, unknown>) => access({ source: 'server', url_path: '', client_address: '', boot_id: 'boot-1', principal_key: 'p1', ...fields });
+  it('holds arrivals, settlements and refused misses with their class, client and hashed ids; a retried batch once', async () => {
+    for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+    const rows = [
+      server({ event_type: 'arrival', arrival_id: 'a1', mcp_method: 'initialize' }),
+      server({ event_type: 'settlement', arrival_id: 'a1', outcome: 'ok', http_status: 200, minted_session_key: 'k9' }),
+      server({ event_type: 'session_refused', arrival_id: 'a2', session_key: 'k8', reason: 'unknown_after_boot', http_status: 404 }),
+      server({ event_type: 'boot' }),
+    ];
+    await t.store.insertJsonEachRow('events', body(rows), { dedupToken: 'server-1' });
+    await t.store.insertJsonEachRow('events', body(rows), { dedupToken: 'server-1' });
+    const got = await t.store.query<Record<string, unknown>>(
+      `SELECT event_type, ok, refused, init, client, ua_family, toString(boot_id) AS boot,
+              arh = reinterpretAsUInt128(sipHash128(arrival_id)) AS ar_hashed, skh = if(session_key = '', 0, reinterpretAsUInt128(sipHash128(session_key))) AS sk_hashed,
+              mkh = if(minted_session_key = '', 0, reinterpretAsUInt128(sipHash128(minted_session_key))) AS mk_hashed
+       FROM server_requests ORDER BY ts`,
+    );
+    const common = { client: 'node/20 mcp-client p1', ua_family: 'node', boot: 'boot-1', ar_hashed: 1, sk_hashed: 1, mk_hashed: 1 };
+    expect(got).toEqual([
+      { event_type: 'arrival', ok: false, refused: false, init: true, ...common },
+      { event_type: 'settlement', ok: true, refused: false, init: false, ...common },
+      { event_type: 'session_refused', ok: false, refused: true, init: false, ...common },
+    ]);
+  });
+});

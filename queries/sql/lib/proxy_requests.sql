@@ -18,4 +18,5 @@ FROM proxy_access FINAL
 WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
   AND ({service:String} = '' OR service = {service:String})
   AND ({environment:String} = '' OR environment = {environment:String})
-  AND url_path IN proxy_endpoints
+  -- a scalar: computed once per query however often this fragment is inlined
+  AND has((SELECT groupUniqArray(url_path) FROM proxy_endpoints), url_path)

@@ -26,6 +26,9 @@ ordered AS
 ),
 activity AS
 (
+    -- what the boots that some boot followed did in the range: the requests from
+    -- server_requests (0007), the other server events from events; max and argMax
+    -- are the same with or without a duplicate, so no FINAL
     SELECT boot_id,
            max(t) AS last_event_t,
            maxIf(t, event_type = 'settlement' AND http_status BETWEEN 200 AND 299) AS last_ok_t,
@@ -33,9 +36,17 @@ activity AS
            argMaxIf(reason, t, event_type = 'shutdown') AS shutdown_reason
     FROM
     (
+        SELECT toString(boot_id) AS boot_id, event_type, http_status, reason, t
+        FROM server_requests
+        WHERE boot_id IN (SELECT prev_boot_id FROM ordered)
+          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+        UNION ALL
         SELECT boot_id, event_type, http_status, reason, toUnixTimestamp64Micro(ts) / 1e6 AS t
         FROM events
-        WHERE source = 'server' AND boot_id != ''
+        WHERE event_type IN ('boot', 'shutdown', 'remint', 'session_lifecycle', 'cap_snapshot', 'auth_challenge')
+          AND source = 'server' AND boot_id IN (SELECT prev_boot_id FROM ordered)
           AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
