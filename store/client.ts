@@ -122,8 +122,25 @@ type ChdbConnection = ReturnType<typeof createChdbConnection>;
 type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
 
 /**
- * The embedded engine's connection for `@clickhouse/client`: one statement at a
- * time, and a fresh chDB connection (same data directory) after any failure.
+ * Inserts in flight at once in embedded mode. The engine runs one statement per
+ * connection, and an insert (parse, sort, compress, write a part) keeps one core
+ * busy; a second connection lets a second batch be written on the other core
+ * (bench/import.ts, 2 cores). More would only queue for the same cores and hold
+ * more batches in memory.
+ */
+const EMBEDDED_INSERT_LANES = 2;
+
+/** One chDB connection that runs one statement at a time and is replaced after a failure. */
+interface Lane {
+  run<R>(op: (conn: ChdbConnection) => Promise<R>, failed?: (r: R) => boolean): Promise<R>;
+  /** Statements queued or running. */
+  readonly pending: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A lane over the data directory `dbPath`: one statement at a time, and a fresh
+ * chDB connection (same data directory) after any failure.
  *
  * Why (verified with chdb 3.4.0): when a statement fails after its output format
  * has started writing — a timeout (max_execution_time), throwIf, any runtime
@@ -138,12 +155,16 @@ type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[
  * which chdb defers until statements still running on it finish. Opening one costs
  * well under a millisecond.
  */
-function renewingConnection(dbPath: string, first: ChdbConnection): { connection: ClientConnection; insertRaw: RawInsert } {
+function createLane(dbPath: string, first: ChdbConnection | undefined): Lane {
   let current: ChdbConnection | undefined = first;
   let closed = false;
+  let pending = 0;
   let tail: Promise<unknown> = Promise.resolve();
   const enqueue = <R>(step: () => Promise<R>): Promise<R> => {
-    const next = tail.then(step);
+    pending++;
+    const next = tail.then(step).finally(() => {
+      pending--;
+    });
     tail = next.catch(() => {});
     return next;
   };
@@ -151,32 +172,30 @@ function renewingConnection(dbPath: string, first: ChdbConnection): { connection
     if (current === conn) current = undefined;
     conn.close().catch(() => {});
   };
-  const run = <R>(op: (conn: ChdbConnection) => Promise<R>, failed: (r: R) => boolean = () => false): Promise<R> =>
-    enqueue(async () => {
-      if (closed) throw new Error('the embedded store is closed');
-      let conn = current;
-      if (conn === undefined) {
-        try {
-          conn = current = createChdbConnection({ path: dbPath });
-        } catch (err) {
-          throw storeOpenError(dbPath, err);
+  return {
+    get pending() {
+      return pending;
+    },
+    run: <R>(op: (conn: ChdbConnection) => Promise<R>, failed: (r: R) => boolean = () => false): Promise<R> =>
+      enqueue(async () => {
+        if (closed) throw new Error('the embedded store is closed');
+        let conn = current;
+        if (conn === undefined) {
+          try {
+            conn = current = createChdbConnection({ path: dbPath });
+          } catch (err) {
+            throw storeOpenError(dbPath, err);
+          }
         }
-      }
-      try {
-        const r = await op(conn);
-        if (failed(r)) retire(conn);
-        return r;
-      } catch (err) {
-        retire(conn);
-        throw err;
-      }
-    });
-  const connection = {
-    query: (params: Parameters<ChdbConnection['query']>[0]) => run((c) => c.query(params)),
-    exec: (params: Parameters<ChdbConnection['exec']>[0]) => run((c) => c.exec(params)),
-    command: (params: Parameters<ChdbConnection['command']>[0]) => run((c) => c.command(params)),
-    insert: (params: Parameters<ChdbConnection['insert']>[0]) => run((c) => c.insert(params)),
-    ping: (params: Parameters<ChdbConnection['ping']>[0]) => run((c) => c.ping(params), (r) => !r.success),
+        try {
+          const r = await op(conn);
+          if (failed(r)) retire(conn);
+          return r;
+        } catch (err) {
+          retire(conn);
+          throw err;
+        }
+      }),
     close: () =>
       enqueue(async () => {
         closed = true;
@@ -185,13 +204,42 @@ function renewingConnection(dbPath: string, first: ChdbConnection): { connection
         await conn?.close();
       }),
   };
+}
+
+/**
+ * The embedded engine's connection for `@clickhouse/client` (queries, commands and
+ * the client's own inserts, on one {@link Lane}), and the raw insert: on whichever of
+ * {@link EMBEDDED_INSERT_LANES} lanes has the fewest statements waiting (the first
+ * lane is the client's; the others open on first use).
+ */
+function renewingConnection(dbPath: string, first: ChdbConnection): { connection: ClientConnection; insertRaw: RawInsert } {
+  const main = createLane(dbPath, first);
+  const lanes: Lane[] = [main];
+  const run = main.run;
+  const connection = {
+    query: (params: Parameters<ChdbConnection['query']>[0]) => run((c) => c.query(params)),
+    exec: (params: Parameters<ChdbConnection['exec']>[0]) => run((c) => c.exec(params)),
+    command: (params: Parameters<ChdbConnection['command']>[0]) => run((c) => c.command(params)),
+    insert: (params: Parameters<ChdbConnection['insert']>[0]) => run((c) => c.insert(params)),
+    ping: (params: Parameters<ChdbConnection['ping']>[0]) => run((c) => c.ping(params), (r) => !r.success),
+    close: () => Promise.all(lanes.map((l) => l.close())).then(() => undefined),
+  };
+  const insertLane = (): Lane => {
+    let best = lanes[0]!;
+    for (const l of lanes) if (l.pending < best.pending) best = l;
+    if (best.pending > 0 && lanes.length < EMBEDDED_INSERT_LANES) {
+      best = createLane(dbPath, undefined);
+      lanes.push(best);
+    }
+    return best;
+  };
   // Inserts go through chDB's own insert (`Session.insert`: the rows are handed to the
   // engine as a buffer, the settings become the statement's inline SETTINGS clause),
   // not as text after the statement: the engine, like clickhouse-local, treats a
   // non-terminal stdin as input data, and with rows inline too it refuses the INSERT
   // ("both inlined and external data"): `… | continuity import caddy -` failed.
   const insertRaw: RawInsert = (table, format, body, settings) =>
-    run(async (c) => {
+    insertLane().run(async (c) => {
       // A payload that does not end in a newline goes the inline path in chdb 3.4
       // (and meets the same refusal); a line-delimited one ending in '\n' does not.
       await c.chdb.rawInsert({ table, values: Buffer.from(body.endsWith('\n') ? body : body + '\n'), format, settings });

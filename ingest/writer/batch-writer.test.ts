@@ -149,5 +149,92 @@ describe('createBatchWriter', () => {
   it('refuses nonsensical sizes', () => {
     expect(() => createBatchWriter({ sink: okSink(), maxRows: 0 })).toThrow(RangeError);
     expect(() => createBatchWriter({ sink: okSink(), maxPendingBatches: 0 })).toThrow(RangeError);
+    expect(() => createBatchWriter({ sink: okSink(), concurrency: 0 })).toThrow(RangeError);
+    expect(() => createBatchWriter({ sink: okSink(), concurrency: 1.5 })).toThrow(RangeError);
+  });
+
+  it('by default hands the sink one batch at a time, in order', async () => {
+    const sink = manualSink();
+    const w = createBatchWriter({ sink, maxRows: 1, maxPendingBatches: 3, flushIntervalMs: 0 });
+    w.write('a');
+    w.write('b');
+    w.write('c');
+    expect(sink.waiting).toBe(1);
+    expect(sink.bodies).toEqual(['a']);
+    sink.settle();
+    await tick();
+    expect(sink.bodies).toEqual(['a', 'b']);
+    sink.settle();
+    await tick();
+    sink.settle();
+    await w.flush();
+    expect(sink.bodies).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe('createBatchWriter with concurrency', () => {
+  /** A sink whose writes the test settles in any order. */
+  function unorderedSink(): BatchSink & { bodies: string[]; settle(body: string, result?: SinkResult): void } {
+    const pending = new Map<string, (r: SinkResult) => void>();
+    const sink = {
+      bodies: [] as string[],
+      write(body: string): Promise<SinkResult> {
+        sink.bodies.push(body);
+        return new Promise<SinkResult>((r) => pending.set(body, r));
+      },
+      settle(body: string, result: SinkResult = { ok: true }) {
+        const r = pending.get(body);
+        if (!r) throw new Error(`no write in flight for ${body}`);
+        pending.delete(body);
+        r(result);
+      },
+    };
+    return sink;
+  }
+
+  it('writes up to `concurrency` batches at once, oldest first, and the same batches as without it', async () => {
+    const sink = unorderedSink();
+    const w = createBatchWriter({ sink, maxRows: 2, maxPendingBatches: 2, concurrency: 2, flushIntervalMs: 0 });
+    for (const r of ['a', 'b', 'c', 'd']) expect(w.write(r)).toBeUndefined();
+    expect(sink.bodies).toEqual(['a\nb', 'c\nd']); // both in flight
+    w.write('e');
+    const blocked = w.write('f'); // a third sealed batch: 3 pending > 2
+    expect(blocked).toBeInstanceOf(Promise);
+    expect(sink.bodies).toEqual(['a\nb', 'c\nd']); // the third waits for a free slot
+    sink.settle('c\nd'); // the later batch finishes first
+    await blocked;
+    expect(sink.bodies).toEqual(['a\nb', 'c\nd', 'e\nf']);
+    expect(w.stats).toMatchObject({ rows: 2, batches: 1, pendingBatches: 2 });
+    const flushed = w.flush();
+    let done = false;
+    void flushed.then(() => (done = true));
+    sink.settle('e\nf');
+    await tick();
+    expect(done).toBe(false); // flush waits for every batch, not just the newest
+    sink.settle('a\nb');
+    await flushed;
+    expect(w.stats).toMatchObject({ rows: 6, batches: 3, pendingBatches: 0 });
+
+    const serial = okSink();
+    const s = createBatchWriter({ sink: serial, maxRows: 2, flushIntervalMs: 0 });
+    for (const r of ['a', 'b', 'c', 'd', 'e', 'f']) await s.write(r);
+    await s.flush();
+    expect([...sink.bodies].sort()).toEqual([...serial.bodies].sort());
+  });
+
+  it('a batch failing while another is in flight is counted and remembered; the other still lands', async () => {
+    const sink = unorderedSink();
+    const errors: string[] = [];
+    const w = createBatchWriter({ sink, maxRows: 1, maxPendingBatches: 2, concurrency: 2, flushIntervalMs: 0, onError: (e) => errors.push(e.message) });
+    w.write('a');
+    w.write('b');
+    sink.settle('a', { ok: false, error: new Error('refused'), retriable: false });
+    await tick();
+    expect(w.error?.message).toBe('refused');
+    const flushed = w.flush();
+    sink.settle('b');
+    await flushed;
+    expect(errors).toEqual(['refused']);
+    expect(w.stats).toMatchObject({ rows: 1, batches: 1, failedBatches: 1, dropped: 1, pendingBatches: 0 });
   });
 });

@@ -36,6 +36,13 @@ export interface BatchWriterOptions {
   /** Sealed batches queued or being written before the writer pushes back (default 2). */
   maxPendingBatches?: number;
   /**
+   * Batches handed to the sink at once (default 1: one after the other, in order). With
+   * more, batches may complete out of order; use it only where the order of batches does
+   * not matter (rows carry their own ids) and the sink can write in parallel (the store:
+   * one insert runs on one engine thread, so two keep two cores busy).
+   */
+  concurrency?: number;
+  /**
    * When the queue is full: `'wait'` (default) — `write` returns a promise to await
    * before writing more; `'drop'` — the sealed batch is dropped and counted (for
    * collectors that must never block their host).
@@ -103,8 +110,9 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
   const interval = options.flushIntervalMs ?? 1000;
   const maxPending = options.maxPendingBatches ?? 2;
   const dropWhenFull = options.onFull === 'drop';
-  if (!(maxRows >= 1) || !(maxBytes >= 1) || !(maxPending >= 1) || !(interval >= 0)) {
-    throw new RangeError('maxRows, maxBytes and maxPendingBatches must be >= 1 and flushIntervalMs >= 0');
+  const concurrency = options.concurrency ?? 1;
+  if (!(maxRows >= 1) || !(maxBytes >= 1) || !(maxPending >= 1) || !(interval >= 0) || !(Number.isInteger(concurrency) && concurrency >= 1)) {
+    throw new RangeError('maxRows, maxBytes, maxPendingBatches and concurrency must be >= 1 and flushIntervalMs >= 0');
   }
 
   const stats: BatchWriterStats = { rows: 0, batches: 0, bytes: 0, dropped: 0, failedBatches: 0, bufferedRows: 0, pendingBatches: 0 };
@@ -114,8 +122,10 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
   let used = 0;
   let openRows = 0;
   let openChars = 0;
+  /** Sealed batches not yet handed to the sink. */
   const queue: Batch[] = [];
-  let writing = false;
+  /** Batches the sink is writing. */
+  let inFlight = 0;
   let closed = false;
   let firstError: Error | undefined;
   let timer: NodeJS.Timeout | undefined;
@@ -136,43 +146,42 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
     }
   };
 
-  const pump = async (): Promise<void> => {
-    if (writing) return;
-    writing = true;
+  /** Writes one batch and accounts for its outcome. Never rejects. */
+  const writeOne = async (batch: Batch): Promise<void> => {
+    const body = batch.body;
+    const n = batch.rows;
+    batch.body = '';
+    let result: SinkResult;
     try {
-      for (;;) {
-        const batch = queue[0];
-        if (!batch) break;
-        const body = batch.body;
-        const n = batch.rows;
-        batch.body = '';
-        let result: SinkResult;
-        try {
-          result = await sink.write(body, n);
-        } catch (err) {
-          result = { ok: false, error: err instanceof Error ? err : new Error(String(err)), retriable: false };
-        }
-        queue.shift();
-        stats.pendingBatches--;
-        if (result.ok) {
-          stats.rows += n;
-          stats.batches++;
-          stats.bytes += body.length;
-        } else {
-          stats.failedBatches++;
-          stats.dropped += n;
-          firstError ??= result.error;
-          try {
-            options.onError?.(result.error, { rows: n, bytes: body.length, retriable: result.retriable });
-          } catch {
-            // A reporting hook must not stop the writer.
-          }
-        }
-        wake();
+      result = await sink.write(body, n);
+    } catch (err) {
+      result = { ok: false, error: err instanceof Error ? err : new Error(String(err)), retriable: false };
+    }
+    inFlight--;
+    stats.pendingBatches--;
+    if (result.ok) {
+      stats.rows += n;
+      stats.batches++;
+      stats.bytes += body.length;
+    } else {
+      stats.failedBatches++;
+      stats.dropped += n;
+      firstError ??= result.error;
+      try {
+        options.onError?.(result.error, { rows: n, bytes: body.length, retriable: result.retriable });
+      } catch {
+        // A reporting hook must not stop the writer.
       }
-    } finally {
-      writing = false;
-      wake();
+    }
+    pump();
+    wake();
+  };
+
+  /** Hands queued batches to the sink, up to `concurrency` at once, oldest first. */
+  const pump = (): void => {
+    while (inFlight < concurrency && queue.length > 0) {
+      inFlight++;
+      void writeOne(queue.shift()!);
     }
   };
 
@@ -196,7 +205,7 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
     used = 0;
     queue.push(batch);
     stats.pendingBatches++;
-    void pump();
+    pump();
     return true;
   };
 
