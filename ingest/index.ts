@@ -1,6 +1,6 @@
 /** Ingest: the gateway, the transports (in-process, Kafka), the Kafka consumer, the batching writer and its sinks. */
 export { createBatchWriter } from './writer/batch-writer.ts';
-export type { BatchSink, BatchWriter, BatchWriterOptions, BatchWriterStats, SinkResult } from './writer/batch-writer.ts';
+export type { BatchBody, BatchSink, BatchWriter, BatchWriterOptions, BatchWriterStats, SinkResult } from './writer/batch-writer.ts';
 export { contentToken, createStoreSink } from './writer/store-sink.ts';
 export type { StoreSink, StoreSinkOptions, StoreSinkStats } from './writer/store-sink.ts';
 export { createGateway } from './gateway/app.ts';

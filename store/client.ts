@@ -38,11 +38,12 @@ export interface Store {
   command(sql: string, params?: Record<string, unknown>): Promise<void>;
 
   /**
-   * Inserts a JSONEachRow body (one JSON object per line) into `table`.
+   * Inserts a JSONEachRow body (one JSON object per line; a string, or its UTF-8
+   * bytes, which go to the engine as they are) into `table`.
    * @param dedupToken insert_deduplication_token: a retried batch with the same
    *   token is stored once (tables declare a deduplication window).
    */
-  insertJsonEachRow(table: string, body: string, options?: { dedupToken?: string }): Promise<void>;
+  insertJsonEachRow(table: string, body: string | Buffer, options?: { dedupToken?: string }): Promise<void>;
 
   /**
    * Ad hoc SQL: one query (SELECT, WITH … SELECT, UNION, …), read-only as enforced
@@ -114,7 +115,7 @@ export async function openStore(config: Config): Promise<Store> {
  * An INSERT whose rows travel beside the statement, not inside its text:
  * `INSERT INTO table SETTINGS … FORMAT format` + `body`.
  */
-type RawInsert = (table: string, format: 'JSONEachRow', body: string, settings: Record<string, string | number>) => Promise<void>;
+type RawInsert = (table: string, format: 'JSONEachRow', body: string | Buffer, settings: Record<string, string | number>) => Promise<void>;
 
 type ChdbConnection = ReturnType<typeof createChdbConnection>;
 // chdb ships its Connection typed against @clickhouse/client-common, which
@@ -242,9 +243,17 @@ function renewingConnection(dbPath: string, first: ChdbConnection): { connection
     insertLane().run(async (c) => {
       // A payload that does not end in a newline goes the inline path in chdb 3.4
       // (and meets the same refusal); a line-delimited one ending in '\n' does not.
-      await c.chdb.rawInsert({ table, values: Buffer.from(body.endsWith('\n') ? body : body + '\n'), format, settings });
+      await c.chdb.rawInsert({ table, values: lineTerminated(body), format, settings });
     });
   return { connection: connection as unknown as ClientConnection, insertRaw };
+}
+
+const NEWLINE = Buffer.from('\n');
+
+/** `body` as bytes ending in a newline (copied only when one must be added or it is a string). */
+function lineTerminated(body: string | Buffer): Buffer {
+  if (typeof body === 'string') return Buffer.from(body.endsWith('\n') ? body : body + '\n');
+  return body.length > 0 && body[body.length - 1] === 0x0a ? body : Buffer.concat([body, NEWLINE]);
 }
 
 /**
@@ -318,7 +327,7 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, i
         throw fail(err, sql);
       }
     },
-    async insertJsonEachRow(table: string, body: string, options: { dedupToken?: string } = {}): Promise<void> {
+    async insertJsonEachRow(table: string, body: string | Buffer, options: { dedupToken?: string } = {}): Promise<void> {
       if (!IDENTIFIER.test(table)) throw new RangeError(`not a table name: ${table}`);
       if (body.length === 0) return;
       // A batch may span many daily partitions (an old log, a backfill): more than the

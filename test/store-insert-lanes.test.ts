@@ -45,13 +45,19 @@ describe('concurrent inserts', () => {
     expect(await count()).toBe(970);
   });
 
+  it('takes bodies as bytes, with or without a final newline', async () => {
+    await t.store.insertJsonEachRow('events', Buffer.from(rows(8000, 5)));
+    await t.store.insertJsonEachRow('events', Buffer.from(rows(8100, 5) + '\n'));
+    expect(await count()).toBe(980);
+  });
+
   it('close waits for the inserts already asked for', async () => {
     const pending = [t.store.insertJsonEachRow('events', rows(6000, 100)), t.store.insertJsonEachRow('events', rows(7000, 100))];
     await t.store.close();
     await Promise.all(pending);
     const reopened = await openMigratedStore(t.config);
     try {
-      expect((await reopened.query<{ c: number }>('SELECT count() AS c FROM events'))[0]!.c).toBe(1170);
+      expect((await reopened.query<{ c: number }>('SELECT count() AS c FROM events'))[0]!.c).toBe(1180);
     } finally {
       await reopened.close();
     }

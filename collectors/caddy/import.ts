@@ -299,6 +299,8 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
     // the next one is converted; batch boundaries and tokens do not depend on it.
     maxPendingBatches: Math.max(2, options.insertConcurrency ?? 2),
     concurrency: options.insertConcurrency ?? 2,
+    // The rows' bytes go to the store as encoded (no decode to a string and re-encode).
+    body: 'bytes',
   });
   const deadLetters = createBatchWriter({
     sink: createStoreSink(store, 'dead_letters'),

@@ -23,7 +23,7 @@ function manualSink(): BatchSink & { bodies: string[]; settle(result?: SinkResul
 /** A sink that accepts everything at once. */
 function okSink(): BatchSink & { bodies: string[] } {
   const bodies: string[] = [];
-  return { bodies, write: async (body) => (bodies.push(body), { ok: true }) };
+  return { bodies, write: async (body) => (bodies.push(String(body)), { ok: true }) };
 }
 
 const tick = () => new Promise<void>((r) => setImmediate(r));
@@ -169,6 +169,29 @@ describe('createBatchWriter', () => {
     sink.settle();
     await w.flush();
     expect(sink.bodies).toEqual(['a', 'b', 'c']);
+  });
+});
+
+describe("createBatchWriter with body 'bytes'", () => {
+  it('hands the sink each batch as its own UTF-8 bytes, equal to the string bodies, never overwritten by later rows', async () => {
+    const held: Array<string | Buffer> = [];
+    const w = createBatchWriter({
+      sink: { write: async (body) => (held.push(body), { ok: true }) },
+      maxRows: 2,
+      maxPendingBatches: 10,
+      flushIntervalMs: 0,
+      body: 'bytes',
+    });
+    const rows = ['{"a":"é"}', '{"b":2}', '{"c":"✓"}', '{"d":4}', '{"e":5}'];
+    for (const r of rows) await w.write(r);
+    await w.flush();
+    const strings = okSink();
+    const s = createBatchWriter({ sink: strings, maxRows: 2, flushIntervalMs: 0 });
+    for (const r of rows) await s.write(r);
+    await s.flush();
+    expect(held.every((b) => Buffer.isBuffer(b))).toBe(true);
+    expect(held.map((b) => b.toString())).toEqual(strings.bodies);
+    expect(w.stats).toMatchObject({ rows: 5, batches: 3, bytes: held.reduce((n, b) => n + b.length, 0) });
   });
 });
 

@@ -8,14 +8,20 @@
 /** Outcome of one {@link BatchSink.write}. */
 export type SinkResult = { readonly ok: true } | { readonly ok: false; readonly error: Error; readonly retriable: boolean };
 
+/**
+ * A sealed batch: its rows (JSONEachRow lines) joined by `\n`, without a final newline.
+ * A string, or its UTF-8 bytes when the writer was created with `body: 'bytes'`.
+ */
+export type BatchBody = string | Buffer;
+
 /** Writes sealed batches somewhere (the store, a topic). Never retries on its own. */
 export interface BatchSink {
   /**
-   * Writes one batch. `body` is the batch's rows (JSONEachRow lines) joined by `\n`;
-   * `rows` their number. Resolves with the outcome; should not reject (a rejection is
-   * treated like `{ ok: false, retriable: false }`).
+   * Writes one batch. `body` is the batch's rows (see {@link BatchBody}); `rows` their
+   * number. Resolves with the outcome; should not reject (a rejection is treated like
+   * `{ ok: false, retriable: false }`).
    */
-  write(body: string, rows: number): Promise<SinkResult>;
+  write(body: BatchBody, rows: number): Promise<SinkResult>;
   /** Releases the sink's resources (not the store it writes to). */
   shutdown?(): Promise<void>;
 }
@@ -43,6 +49,12 @@ export interface BatchWriterOptions {
    */
   concurrency?: number;
   /**
+   * What the sink receives (default `'string'`). `'bytes'`: the batch's UTF-8 bytes as
+   * encoded while rows arrived, with no decode to a string and no re-encode by the sink
+   * (a store insert sends bytes; the content token hashes the same bytes either way).
+   */
+  body?: 'string' | 'bytes';
+  /**
    * When the queue is full: `'wait'` (default) — `write` returns a promise to await
    * before writing more; `'drop'` — the sealed batch is dropped and counted (for
    * collectors that must never block their host).
@@ -58,7 +70,7 @@ export interface BatchWriterStats {
   rows: number;
   /** Batches the sink confirmed. */
   batches: number;
-  /** Characters of confirmed batch bodies. */
+  /** Characters (string bodies) or bytes (byte bodies) of confirmed batches. */
   bytes: number;
   /** Rows lost: dropped on a full queue, after shutdown, or in a failed batch. */
   dropped: number;
@@ -87,7 +99,7 @@ export interface BatchWriter {
 }
 
 interface Batch {
-  body: string;
+  body: BatchBody;
   rows: number;
 }
 
@@ -111,6 +123,7 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
   const maxPending = options.maxPendingBatches ?? 2;
   const dropWhenFull = options.onFull === 'drop';
   const concurrency = options.concurrency ?? 1;
+  const bytesOut = options.body === 'bytes';
   if (!(maxRows >= 1) || !(maxBytes >= 1) || !(maxPending >= 1) || !(interval >= 0) || !(Number.isInteger(concurrency) && concurrency >= 1)) {
     throw new RangeError('maxRows, maxBytes, maxPendingBatches and concurrency must be >= 1 and flushIntervalMs >= 0');
   }
@@ -201,7 +214,13 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
       stats.dropped += rows;
       return false;
     }
-    const batch: Batch = { body: buf.toString('utf8', 0, used - 1), rows };
+    let body: BatchBody;
+    if (bytesOut) {
+      // The sink keeps the bytes; the open batch goes on in a buffer of its own.
+      body = buf.subarray(0, used - 1);
+      buf = Buffer.allocUnsafe(buf.length);
+    } else body = buf.toString('utf8', 0, used - 1);
+    const batch: Batch = { body, rows };
     used = 0;
     queue.push(batch);
     stats.pendingBatches++;

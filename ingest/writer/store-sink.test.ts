@@ -75,4 +75,23 @@ describe('createStoreSink (real embedded engine)', () => {
     expect(tok('abc')).not.toBe(tok('abd'));
     expect(tok('abc')).toMatch(/^caddy-import:[0-9a-f]{64}$/);
   });
+
+  it('contentToken gives a body and its UTF-8 bytes the same token (batches imported as strings are recognised as bytes)', () => {
+    const tok = contentToken('caddy-import');
+    for (const body of ['abc', '{"ua":"Clíent/1 ✓ 😀"}\n{"x":1}']) expect(tok(Buffer.from(body, 'utf8'))).toBe(tok(body));
+  });
+
+  it('byte bodies: stored like strings, deduplicated against the same content sent as a string, and split on a refusal', async () => {
+    const sink = createStoreSink(t.store, 'events', { token: contentToken('bytes') });
+    const body = [row(300, 'bytes'), row(301, 'bytes')].join('\n');
+    expect(await sink.write(Buffer.from(body), 2)).toEqual({ ok: true });
+    expect(await sink.write(body, 2)).toEqual({ ok: true });
+    const bad = row(303, 'bytes').replace('"canary_id":"c"', '"canary_id":"c\\ud800"');
+    expect(await sink.write(Buffer.from([row(302, 'bytes'), bad].join('\n')), 2)).toEqual({ ok: true });
+    const [n] = await t.store.query<{ n: number }>(`SELECT count() AS n FROM events WHERE source = 'bytes'`);
+    expect(n?.n).toBe(3);
+    expect(sink.stats.refusedRows).toBe(1);
+    const [letter] = await t.store.query<{ payload: string }>(`SELECT payload FROM dead_letters WHERE source = 'store' AND payload LIKE '%000000000303%'`);
+    expect(letter?.payload).toBe(bad);
+  });
 });

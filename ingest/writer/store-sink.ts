@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { isContinuityError } from '../../core/index.ts';
 import type { Store } from '../../store/index.ts';
-import type { BatchSink, SinkResult } from './batch-writer.ts';
+import type { BatchBody, BatchSink, SinkResult } from './batch-writer.ts';
 
 /** Options of {@link createStoreSink}. */
 export interface StoreSinkOptions {
@@ -10,7 +10,7 @@ export interface StoreSinkOptions {
    * that depends only on the content (e.g. {@link contentToken}) so a retried or
    * re-imported batch is stored once (the table's deduplication window). Omit for no token.
    */
-  token?: (body: string) => string;
+  token?: (body: BatchBody) => string;
 }
 
 /** Counters of a store sink. */
@@ -43,7 +43,7 @@ export interface StoreSink extends BatchSink {
  */
 export function createStoreSink(store: Store, table: string, options: StoreSinkOptions = {}): StoreSink {
   const stats: StoreSinkStats = { inserts: 0, failures: 0, refusedRows: 0 };
-  const insert = async (body: string): Promise<void> => {
+  const insert = async (body: BatchBody): Promise<void> => {
     const dedupToken = options.token?.(body);
     await store.insertJsonEachRow(table, body, dedupToken === undefined ? {} : { dedupToken });
     stats.inserts++;
@@ -53,12 +53,12 @@ export function createStoreSink(store: Store, table: string, options: StoreSinkO
   const refusedForGood = (err: unknown): boolean =>
     isContinuityError(err) && err.code === 'CONT_ERR_STORE_QUERY' && !/UNKNOWN_TABLE|UNKNOWN_DATABASE/.test(err.message);
   /** Writes `body` (JSONEachRow), splitting it on a refusal; throws only what splitting cannot cure. */
-  const writeBody = async (body: string): Promise<void> => {
+  const writeBody = async (body: BatchBody): Promise<void> => {
     try {
       await insert(body);
     } catch (err) {
       if (!refusedForGood(err) || table === 'dead_letters') throw err;
-      const rows = body.split('\n').filter((l) => l !== '');
+      const rows = body.toString().split('\n').filter((l) => l !== '');
       if (rows.length <= 1) {
         const detail = (err as Error).message.split('\n', 1)[0]!.slice(0, 1000);
         const row = rows[0] ?? '';
@@ -74,7 +74,7 @@ export function createStoreSink(store: Store, table: string, options: StoreSinkO
   };
   return {
     stats,
-    async write(body: string): Promise<SinkResult> {
+    async write(body: BatchBody): Promise<SinkResult> {
       try {
         await writeBody(body);
         return { ok: true };
@@ -88,11 +88,11 @@ export function createStoreSink(store: Store, table: string, options: StoreSinkO
 }
 
 /**
- * A content-derived deduplication token: `<prefix>:<SHA-256 of the body, hex>`
- * (FIPS 180-4). Equal bodies give equal tokens; `prefix` keeps different producers'
- * tokens apart. The result matches the store's token syntax when `prefix` is
- * `[A-Za-z0-9:._-]`.
+ * A content-derived deduplication token: `<prefix>:<SHA-256 of the body's UTF-8
+ * bytes, hex>` (FIPS 180-4). Equal bodies give equal tokens, whether given as a
+ * string or as its UTF-8 bytes; `prefix` keeps different producers' tokens apart. The
+ * result matches the store's token syntax when `prefix` is `[A-Za-z0-9:._-]`.
  */
-export function contentToken(prefix: string): (body: string) => string {
-  return (body) => `${prefix}:${createHash('sha256').update(body, 'utf8').digest('hex')}`;
+export function contentToken(prefix: string): (body: BatchBody) => string {
+  return (body) => `${prefix}:${(typeof body === 'string' ? createHash('sha256').update(body, 'utf8') : createHash('sha256').update(body)).digest('hex')}`;
 }
