@@ -322,11 +322,40 @@ export function bindParams(name: string, params: Record<string, unknown>): Recor
 }
 
 /**
+ * Parameters the store binds that no caller gives: name → ClickHouse type.
+ * `endpoint_paths`: the MCP endpoint's paths for the query's range, service and
+ * environment (fragment `proxy_endpoints`: inferred from session evidence, or
+ * `mcp_paths` when given), resolved by {@link runQuery} in a first, cheap query.
+ * Bound as a constant, the path test costs next to nothing per row and leaves
+ * every scalar subquery of the fragments cacheable; the same test as a subquery
+ * was re-run at every reference of a fragment.
+ */
+export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.freeze({ endpoint_paths: 'Array(String)' });
+
+/**
+ * The MCP endpoint's paths for `bound`'s range, service and environment (DESIGN §4:
+ * every path on which a request carried Mcp-Session-Id or Mcp-Protocol-Version or
+ * a response minted a session, unless `mcp_paths` names them; never a discovery
+ * probe). `bound` must hold the common parameters, as {@link bindParams} returns them.
+ * @returns the paths, in no particular order; empty when the range holds no MCP traffic.
+ * @throws a store error.
+ */
+export async function resolveEndpointPaths(store: Store, bound: Record<string, unknown>): Promise<string[]> {
+  const common = Object.fromEntries(Object.keys(commonTypes).map((k) => [k, bound[k]]));
+  endpointSql ??= withFragments('-- requires: proxy_endpoints\nSELECT groupUniqArray(url_path) AS paths FROM proxy_endpoints');
+  const [row] = await store.query<{ paths: string[] }>(endpointSql, common);
+  return row?.paths ?? [];
+}
+let endpointSql: string | undefined;
+
+/**
  * Runs a named query with bound parameters.
  * @returns rows shaped as the query's `columns` declare.
  * @throws ContinuityError CONT_ERR_QUERY_UNKNOWN, CONT_ERR_QUERY_PARAM, or a store error.
  */
 export async function runQuery<T = Record<string, unknown>>(store: Store, name: string, params: Record<string, unknown> = {}): Promise<T[]> {
   const bound = bindParams(name, params);
-  return store.query<T>(querySql(name), bound);
+  const sql = querySql(name);
+  if (sql.includes('{endpoint_paths:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound);
+  return store.query<T>(sql, bound);
 }

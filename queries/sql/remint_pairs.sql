@@ -10,7 +10,9 @@ WITH
 server AS
 (
     SELECT stale_session_key, replacement_session_key, any(mode) AS mode, count() AS events,
-           min(toUnixTimestamp64Micro(ts)) / 1e6 AS first_t
+           min(toUnixTimestamp64Micro(ts)) / 1e6 AS first_t,
+           reinterpretAsUInt128(sipHash128(stale_session_key)) AS stale_h,
+           reinterpretAsUInt128(sipHash128(replacement_session_key)) AS replacement_h
     FROM events
     WHERE event_type = 'remint' AND outcome != 'failed'
       AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
@@ -18,26 +20,36 @@ server AS
       AND ({environment:String} = '' OR environment = {environment:String})
     GROUP BY stale_session_key, replacement_session_key
 ),
+-- the server's requests on the pairs' sessions (server_requests, joined on the
+-- hashed session ids)
 requests AS
 (
-    SELECT session_key, session_resolution, event_type, toUnixTimestamp64Micro(ts) / 1e6 AS t
-    FROM events
-    WHERE event_type IN ('arrival', 'settlement') AND session_key != ''
+    SELECT skh, session_resolution, event_type, t
+    FROM server_requests
+    WHERE event_type IN ('arrival', 'settlement') AND skh != 0
       AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND (session_key IN (SELECT stale_session_key FROM server) OR session_key IN (SELECT replacement_session_key FROM server))
+      AND (skh IN (SELECT stale_h FROM server) OR skh IN (SELECT replacement_h FROM server))
 ),
 alias AS
 (
-    SELECT session_key, groupArray(t) AS ts FROM requests
-    WHERE event_type = 'settlement' AND session_resolution = 'alias' GROUP BY session_key
+    -- a copy of a settlement is dropped by its event_id: alias hits are counted
+    SELECT skh, groupArray(t) AS ts
+    FROM
+    (
+        SELECT event_id, skh, t FROM server_requests
+        WHERE event_type = 'settlement' AND session_resolution = 'alias'
+          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND skh IN (SELECT stale_h FROM server)
+        LIMIT 1 BY event_id
+    )
+    GROUP BY skh
 ),
 proxy_used AS
 (
-    SELECT request_session_key AS session_key, min(toUnixTimestamp64Micro(ts)) / 1e6 AS t
-    FROM events
-    WHERE event_type = 'proxy_access' AND request_session_key IN (SELECT replacement_session_key FROM server)
+    SELECT DISTINCT skh
+    FROM proxy_access
+    WHERE skh IN (SELECT replacement_h FROM server)
       AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-    GROUP BY request_session_key
 )
 SELECT
     s.stale_session_key AS stale_session_key,
@@ -49,10 +61,10 @@ SELECT
     toDateTime64(s.first_t, 6, 'UTC') AS refused_at,
     toDateTime64(s.first_t, 6, 'UTC') AS reinitialized_at,
     0. AS recovery_s,
-    CAST(s.replacement_session_key IN (SELECT session_key FROM requests WHERE event_type = 'arrival')
-         OR s.replacement_session_key IN (SELECT session_key FROM proxy_used), 'Bool') AS adopted
+    CAST(s.replacement_h IN (SELECT skh FROM requests WHERE event_type = 'arrival')
+         OR s.replacement_h IN (SELECT skh FROM proxy_used), 'Bool') AS adopted
 FROM server AS s
-LEFT JOIN alias AS h ON h.session_key = s.stale_session_key
+LEFT JOIN alias AS h ON h.skh = s.stale_h
 UNION ALL
 SELECT
     p.stale_session_key AS stale_session_key,

@@ -10,25 +10,23 @@
 --   abandoned_after_failure: the session's last request failed and the same client
 --                        sent no initialize within window_s afterwards
 --   survived_1/survived_2: sessions with 2xx both before and after at least one / two restarts
--- requires: proxy_remint_pairs, proxy_requests, proxy_restarts, server_boots, server_refused
+-- Sessions and clients are joined on their hashed keys (proxy_access and
+-- server_requests, schema/migrations/0006-0007). Every per-session fact below is
+-- an existence, a minimum or a maximum, so a copy of an event changes nothing and
+-- no read needs FINAL.
+-- requires: proxy_lines, proxy_remint_pairs, proxy_restarts, server_boots, server_refused
 WITH
 r AS
 (
-    SELECT t, sk, rk, client, ua_family, origin, ok, refused, init
-    FROM proxy_requests
+    SELECT t, skh, rkh, clienth, ua_family, origin, ok, refused, init
+    FROM proxy_lines
 ),
 srv AS
 (
     -- server view of requests: a settlement is one request's end; ok = outcome ok
-    SELECT session_key AS sk, concat(user_agent, ' ', principal_key) AS client, splitByChar('/', user_agent)[1] AS ua_family,
-           toUnixTimestamp64Micro(ts) / 1e6 AS t, event_type,
-           event_type = 'settlement' AND outcome = 'ok' AS ok,
-           event_type = 'session_refused' AS refused,
-           event_type = 'arrival' AND mcp_method = 'initialize' AS init,
-           minted_session_key
-    FROM events
-    WHERE source = 'server' AND event_type IN ('arrival', 'settlement', 'session_refused')
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+    SELECT skh, clienth, ua_family, t, event_type, ok, refused, init, mkh
+    FROM server_requests
+    WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
@@ -54,48 +52,48 @@ restarts AS
 -- miss (2 s of clock slack), not by an earlier one
 recovered_keys AS
 (
-    SELECT sk, max(rt) AS rt
+    SELECT skh, max(rt) AS rt
     FROM
     (
-        SELECT stale_session_key AS sk, toUnixTimestamp64Micro(ts) / 1e6 AS rt FROM events
+        SELECT reinterpretAsUInt128(sipHash128(stale_session_key)) AS skh, toUnixTimestamp64Micro(ts) / 1e6 AS rt FROM events
         WHERE event_type = 'remint' AND outcome != 'failed' AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL
-        SELECT stale_session_key AS sk, init_t AS rt FROM proxy_remint_pairs
+        SELECT stale_h AS skh, init_t AS rt FROM proxy_remint_pairs
         UNION ALL
-        SELECT sk, t AS rt FROM server_refused WHERE next = 'initialize'
+        SELECT skh, t AS rt FROM server_refused WHERE next = 'initialize'
     )
-    GROUP BY sk
+    GROUP BY skh
 ),
-proxy_inits AS (SELECT client, groupArray(t) AS ts FROM r WHERE init GROUP BY client),
-server_inits AS (SELECT client, groupArray(t) AS ts FROM srv WHERE init GROUP BY client),
+proxy_inits AS (SELECT clienth, groupArray(t) AS ts FROM r WHERE init GROUP BY clienth),
+server_inits AS (SELECT clienth, groupArray(t) AS ts FROM srv WHERE init GROUP BY clienth),
 per_source AS
 (
-    SELECT sk, client AS p_client, '' AS s_client, ua_family, origin, countIf(refused) AS refused_n,
+    SELECT skh, clienth AS p_client, toUInt128(0) AS s_client, ua_family, origin, countIf(refused) AS refused_n,
            minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t, argMax(ok, t) AS last_ok_flag,
            toUInt8(0) AS minted, toUInt8(1) AS used, maxIf(t, refused) AS last_refused
-    FROM r WHERE sk != '' GROUP BY sk, client, ua_family, origin
+    FROM r WHERE skh != 0 GROUP BY skh, clienth, ua_family, origin
     UNION ALL
-    SELECT rk AS sk, client AS p_client, '' AS s_client, ua_family, origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
+    SELECT rkh AS skh, clienth AS p_client, toUInt128(0) AS s_client, ua_family, origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
     FROM r WHERE init
     UNION ALL
-    SELECT sk, '' AS p_client, client AS s_client, ua_family, '' AS origin, countIf(refused) AS refused_n,
+    SELECT skh, toUInt128(0) AS p_client, clienth AS s_client, ua_family, '' AS origin, countIf(refused) AS refused_n,
            minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t,
            argMaxIf(ok, t, event_type != 'arrival') AS last_ok_flag, toUInt8(0), toUInt8(1), maxIf(t, refused)
-    FROM srv WHERE sk != '' AND NOT init GROUP BY sk, client, ua_family
+    FROM srv WHERE skh != 0 AND NOT init GROUP BY skh, clienth, ua_family
     UNION ALL
-    SELECT minted_session_key AS sk, '' AS p_client, client AS s_client, ua_family, '' AS origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
-    FROM srv WHERE event_type = 'settlement' AND minted_session_key != ''
+    SELECT mkh AS skh, toUInt128(0) AS p_client, clienth AS s_client, ua_family, '' AS origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
+    FROM srv WHERE event_type = 'settlement' AND mkh != 0
 ),
 per_session AS
 (
     SELECT
-        sk AS session_key,
+        skh AS session_key,
         anyIf(ua_family, ua_family != '') AS ua_family,
         anyIf(origin, origin != '') AS origin,
-        anyIf(p_client, p_client != '') AS p_client,
-        anyIf(s_client, s_client != '') AS s_client,
+        anyIf(p_client, p_client != 0) AS p_client,
+        anyIf(s_client, s_client != 0) AS s_client,
         max(minted) = 1 AS was_minted,
         max(used) = 1 AS was_used,
         sum(refused_n) > 0 AS is_stale,
@@ -106,7 +104,7 @@ per_session AS
         max(last_refused) AS last_refused_t,
         argMax(last_ok_flag, last_t) = 0 AND max(used) = 1 AS last_failed
     FROM per_source
-    GROUP BY sk
+    GROUP BY skh
 )
 SELECT
     s.ua_family AS ua_family,
@@ -114,17 +112,17 @@ SELECT
     count() AS sessions,
     countIf(was_minted AND NOT was_used) AS minted_unused,
     countIf(is_stale) AS stale,
-    countIf(is_stale AND rk.sk != '' AND rk.rt >= s.last_refused_t - 2) AS recovered,
-    countIf(is_stale AND NOT (rk.sk != '' AND rk.rt >= s.last_refused_t - 2)) AS unrecovered_stale,
+    countIf(is_stale AND rk.skh != 0 AND rk.rt >= s.last_refused_t - 2) AS recovered,
+    countIf(is_stale AND NOT (rk.skh != 0 AND rk.rt >= s.last_refused_t - 2)) AS unrecovered_stale,
     countIf(last_failed
             AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, pi.ts)
             AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, si.ts)) AS abandoned_after_failure,
     countIf(ok_count > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
     countIf(ok_count > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
 FROM per_session AS s
-LEFT JOIN recovered_keys AS rk ON rk.sk = s.session_key
-LEFT JOIN proxy_inits AS pi ON pi.client = s.p_client
-LEFT JOIN server_inits AS si ON si.client = s.s_client
+LEFT JOIN recovered_keys AS rk ON rk.skh = s.session_key
+LEFT JOIN proxy_inits AS pi ON pi.clienth = s.p_client
+LEFT JOIN server_inits AS si ON si.clienth = s.s_client
 CROSS JOIN restarts AS x
 GROUP BY ua_family, origin
 ORDER BY sessions DESC

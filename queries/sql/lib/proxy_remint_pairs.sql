@@ -2,37 +2,43 @@
 -- on session A, then an initialize minting B from the same client (address and
 -- user agent: the new initialize usually comes on a new TCP connection) within
 -- window_s seconds. Each replacement is credited to one stale session (the latest
--- miss before it). adopted: some later request carried B.
--- requires: proxy_requests
+-- miss before it). adopted: some later request carried B. Joined on the hashed
+-- keys; only the initializes of refused clients, and the requests carrying a
+-- replacement, are read.
+-- requires: proxy_lines, proxy_refused
 WITH
-r AS
+misses AS (SELECT skh AS stale_h, clienth, t FROM proxy_refused),
+inits AS
 (
-    SELECT t, sk, rk, client, refused, init, ua_family
-    FROM proxy_requests
+    SELECT rk AS replacement, rkh AS replacement_h, clienth, t AS init_t
+    FROM proxy_lines
+    WHERE init AND clienth IN (SELECT clienth FROM proxy_refused)
 ),
-misses AS (SELECT sk AS stale, client, t FROM r WHERE refused AND sk != ''),
-inits AS (SELECT rk AS replacement, client, t AS init_t FROM r WHERE init),
 candidates AS
 (
-    SELECT m.stale AS c_stale, argMin(i.replacement, i.init_t) AS c_replacement, min(i.init_t) AS c_init_t,
+    SELECT m.stale_h AS c_stale_h,
+           argMin((i.replacement_h, i.replacement), i.init_t) AS c_replacement, min(i.init_t) AS c_init_t,
            argMin(m.t, i.init_t) AS c_miss_t
     FROM misses AS m
-    INNER JOIN inits AS i ON i.client = m.client
+    INNER JOIN inits AS i ON i.clienth = m.clienth
     WHERE i.init_t >= m.t AND i.init_t <= m.t + {window_s:Float64}
-    GROUP BY m.stale
+    GROUP BY m.stale_h
 ),
 pairs AS
 (
-    SELECT argMax(c_stale, c_miss_t) AS stale, c_replacement AS replacement, min(c_init_t) AS init_t, max(c_miss_t) AS miss_t
+    SELECT argMax(c_stale_h, c_miss_t) AS stale_h, c_replacement.1 AS replacement_h, any(c_replacement.2) AS replacement,
+           min(c_init_t) AS init_t, max(c_miss_t) AS miss_t
     FROM candidates
-    GROUP BY c_replacement
-),
-used AS (SELECT sk, min(t) AS first_used FROM r WHERE sk != '' GROUP BY sk)
+    GROUP BY replacement_h
+)
 SELECT
-    p.stale AS stale_session_key,
+    p.stale_h AS stale_h,
+    p.replacement_h AS replacement_h,
+    k.sk AS stale_session_key,
     p.replacement AS replacement_session_key,
     p.miss_t AS miss_t,
     p.init_t AS init_t,
-    CAST(u.sk != '', 'Bool') AS adopted
+    CAST(p.replacement_h IN (SELECT skh FROM proxy_lines WHERE skh IN (SELECT replacement_h FROM pairs)), 'Bool') AS adopted
 FROM pairs AS p
-LEFT JOIN used AS u ON u.sk = p.replacement
+-- the stale sessions' keys, looked up for the pairs only
+LEFT JOIN (SELECT skh, any(sk) AS sk FROM proxy_lines WHERE skh IN (SELECT stale_h FROM pairs) GROUP BY skh) AS k ON k.skh = p.stale_h

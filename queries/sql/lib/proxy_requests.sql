@@ -9,7 +9,6 @@
 --   refused: a refused miss — a 404, or a 400 that carried a session id
 --   init:    an initialize: a POST without a session id answered 2xx with a minted one
 -- Inlined at each reference, so that the reader's filters and columns reach the scan.
--- requires: proxy_endpoints
 SELECT
     ts, t, service, environment, http_method, url_path, http_status, duration_ms, sk, rk, principal_key,
     has_credential, proxy_generated, upstream_error, client_address, user_agent, ua_family, origin, client,
@@ -18,5 +17,6 @@ FROM proxy_access FINAL
 WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
   AND ({service:String} = '' OR service = {service:String})
   AND ({environment:String} = '' OR environment = {environment:String})
-  -- a scalar: computed once per query however often this fragment is inlined
-  AND has((SELECT groupUniqArray(url_path) FROM proxy_endpoints), url_path)
+  -- the endpoint's paths (proxy_endpoints.sql), resolved before the query and bound
+  -- as a constant (queries/registry.ts INTERNAL_PARAM_TYPES)
+  AND url_path IN {endpoint_paths:Array(String)}

@@ -10,13 +10,7 @@
 -- into restarts of their own (a fast restart leaves no 502 at all).
 -- requires: proxy_seq, proxy_transitions
 WITH
--- the transitions, read once (both parts below use them)
-(SELECT groupArray((service, skh, lo, hi, matched, run)) FROM proxy_transitions) AS trans_rows,
-trans AS
-(
-    SELECT x.1 AS service, x.2 AS skh, x.3 AS lo, x.4 AS hi, x.5 AS matched, x.6 AS run
-    FROM (SELECT arrayJoin(trans_rows) AS x)
-),
+trans AS (SELECT service, skh, lo, hi, matched, run FROM proxy_transitions),
 gaps AS
 (
     SELECT service, run, min(t) AS first_5xx, max(t) AS last_5xx, count() AS n_5xx,
