@@ -25,14 +25,28 @@
  * already holds ~311 MB RSS before any import (`/proc/self/smaps`: libchdb.so file-backed
  * pages ~181 MB, the node binary ~42 MB, anonymous ~96 MB) — `idle_store_rss_mb`. What the
  * import adds is `peak_anon_rss_mb` minus that anonymous baseline: the batches in flight
- * (each body lives as the batch string, the statement string chdb/connection concatenates,
- * and the engine's copy; V8 frees the first two only at its next full GC, so the JS heap
- * holds a few batches' worth of garbage), plus the engine's insert and merge memory, which
- * grows with the rows per insert (1,000,000 lines, peak RSS: 670 MB at 10,000 rows per
- * insert, 838 MB at 20,000, 909 MB at 30,000). Nothing in the import grows with the file:
- * batches are bounded by rows and bytes, at most two are pending, lines are read in 1 MiB
- * chunks. Inline INSERT settings that shrink the engine's buffers did not move the peak
- * (max_compress_block_size = 65536: same peak within noise).
+ * (each body is the bytes the batch writer encoded, handed to the engine as they are),
+ * plus the engine's insert and merge memory, which grows with the rows per insert and
+ * with the inserts in flight (1,000,000 lines, peak RSS: 670 MB at 10,000 rows per
+ * insert one at a time, 838 MB at 20,000, 909 MB at 30,000; with two inserts in flight
+ * ~800 MB at 10,000 and ~1,050 MB at 20,000). Nothing in the import grows with the file:
+ * batches are bounded by rows and bytes, at most two are written and one more is sealed,
+ * lines are read in 1 MiB chunks. Inline INSERT settings that shrink the engine's buffers
+ * did not move the peak (max_compress_block_size = 65536: same peak within noise).
+ *
+ * Where the time goes (1,000,000 lines, 2 cores, chdb 3.4.0, schema with the
+ * proxy_access materialized view): the JS main thread ~17–19 CPU-s (the line scanner
+ * ~40%, the event ids' SHA-256 ~13%, row building, the batches' UTF-8 encode and token);
+ * the engine's inserts ~25–30 CPU-s; its background merges of the 100 parts per table
+ * ~8–14 CPU-s. The insert of a batch runs on one engine thread, so the import writes two
+ * batches at once (insertConcurrency) to keep both cores busy; it is then CPU-bound on
+ * both, and each insert parses its rows on one thread (input_format_parallel_parsing = 0:
+ * a few % less CPU, within noise but never worse in paired runs). Measured and not kept:
+ * JSONCompactEachRow or TabSeparated bodies (the engine parses our JSONEachRow rows at
+ * ~2.7 µs each, the compact forms with every column were no cheaper); 20,000 rows per
+ * insert (~10% less CPU from fewer merges, +250 MB peak RSS). Not tried: converting in a
+ * worker_threads worker — with two inserts in flight both cores are already busy, and a
+ * worker would move the conversion's CPU to another thread, not remove it.
  */
 import { spawnSync } from 'node:child_process';
 import { createReadStream, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';

@@ -51,13 +51,20 @@ describe('concurrent inserts', () => {
     expect(await count()).toBe(980);
   });
 
+  it("an insert's own settings (one parsing thread, no partition limit) do not outlive it", async () => {
+    await t.store.insertJsonEachRow('events', rows(8200, 5));
+    const [s] = await t.store.query<{ pp: number | boolean }>("SELECT getSetting('input_format_parallel_parsing') AS pp");
+    expect(Number(s!.pp)).toBe(1);
+    expect(await count()).toBe(985);
+  });
+
   it('close waits for the inserts already asked for', async () => {
     const pending = [t.store.insertJsonEachRow('events', rows(6000, 100)), t.store.insertJsonEachRow('events', rows(7000, 100))];
     await t.store.close();
     await Promise.all(pending);
     const reopened = await openMigratedStore(t.config);
     try {
-      expect((await reopened.query<{ c: number }>('SELECT count() AS c FROM events'))[0]!.c).toBe(1180);
+      expect((await reopened.query<{ c: number }>('SELECT count() AS c FROM events'))[0]!.c).toBe(1185);
     } finally {
       await reopened.close();
     }

@@ -27,7 +27,8 @@ export interface CaddyImportOptions {
   /**
    * Rows per insert (default 10,000). Larger inserts leave fewer parts to merge (1,000,000
    * lines: background merges 6.6 CPU-s at 10,000 rows, 3.5 at 30,000) but write costlier
-   * parts, so the total CPU came out the same, while peak RSS grew by ~200 MB
+   * parts, so the total CPU came out about the same (one insert at a time; with two in
+   * flight, 20,000 rows saved ~10%), while peak RSS grew by ~200–250 MB
    * (bench/import.ts has the figures).
    */
   batchRows?: number;
