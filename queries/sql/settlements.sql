@@ -11,21 +11,23 @@ WITH
 -- range ends (a long SSE stream): settlements are read up to an hour past t_to
 per_arrival AS
 (
-    SELECT arrival_id,
+    -- server_requests (schema/migrations/0007), grouped on the hashed arrival id;
+    -- every aggregate here is the same with or without a copy of an event
+    SELECT arh,
            anyIf(service, event_type = 'arrival') AS a_service,
-           anyIf(boot_id, event_type = 'arrival') AS a_boot_id,
-           anyIf(mcp_method, event_type = 'arrival') AS a_mcp_method,
+           anyIf(toString(boot_id), event_type = 'arrival') AS a_boot_id,
+           anyIf(toString(mcp_method), event_type = 'arrival') AS a_mcp_method,
            minIf(ts, event_type = 'arrival') AS a_ts,
            countIf(event_type = 'arrival') > 0 AS arrived,
            countIf(event_type = 'settlement') > 0 AS s_settled,
            argMinIf(outcome, ts, event_type = 'settlement') AS s_outcome,
            argMinIf(duration_ms, ts, event_type = 'settlement') AS s_duration_ms
-    FROM events
+    FROM server_requests
     WHERE event_type IN ('arrival', 'settlement')
       AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)} + INTERVAL 1 HOUR
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
-    GROUP BY arrival_id
+    GROUP BY arh
     HAVING arrived AND a_ts < {t_to:DateTime64(6)}
 ),
 ended_boots AS
