@@ -70,18 +70,20 @@ proxy_inits AS (SELECT clienth, groupArray(t) AS ts FROM r WHERE init GROUP BY c
 server_inits AS (SELECT clienth, groupArray(t) AS ts FROM srv WHERE init GROUP BY clienth),
 per_source AS
 (
-    SELECT skh, clienth AS p_client, toUInt128(0) AS s_client, ua_family, origin, countIf(refused) AS refused_n,
+    -- one row per session and source (a session keeps its client; any one is kept)
+    SELECT skh, any(clienth) AS p_client, toUInt128(0) AS s_client, anyIf(ua_family, ua_family != '') AS ua_family,
+           anyIf(origin, origin != '') AS origin, countIf(refused) AS refused_n,
            minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t, argMax(ok, t) AS last_ok_flag,
            toUInt8(0) AS minted, toUInt8(1) AS used, maxIf(t, refused) AS last_refused
-    FROM r WHERE skh != 0 GROUP BY skh, clienth, ua_family, origin
+    FROM r WHERE skh != 0 GROUP BY skh
     UNION ALL
     SELECT rkh AS skh, clienth AS p_client, toUInt128(0) AS s_client, ua_family, origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
     FROM r WHERE init
     UNION ALL
-    SELECT skh, toUInt128(0) AS p_client, clienth AS s_client, ua_family, '' AS origin, countIf(refused) AS refused_n,
-           minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t,
+    SELECT skh, toUInt128(0) AS p_client, any(clienth) AS s_client, anyIf(ua_family, ua_family != '') AS ua_family, '' AS origin,
+           countIf(refused) AS refused_n, minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t,
            argMaxIf(ok, t, event_type != 'arrival') AS last_ok_flag, toUInt8(0), toUInt8(1), maxIf(t, refused)
-    FROM srv WHERE skh != 0 AND NOT init GROUP BY skh, clienth, ua_family
+    FROM srv WHERE skh != 0 AND NOT init GROUP BY skh
     UNION ALL
     SELECT mkh AS skh, toUInt128(0) AS p_client, clienth AS s_client, ua_family, '' AS origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
     FROM srv WHERE event_type = 'settlement' AND mkh != 0

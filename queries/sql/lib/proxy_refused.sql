@@ -19,10 +19,13 @@ WITH
     SELECT groupArray((skh, rows))
     FROM
     (
+        -- filtered by HAVING, not by an IN over refused_rows: a scalar that holds
+        -- a subquery set is evaluated again at every reference
         SELECT skh, arraySort(groupArray((t, ok, pg))) AS rows
         FROM proxy_lines
-        WHERE skh IN (SELECT arrayJoin(refused_rows).2)
+        WHERE skh != 0
         GROUP BY skh
+        HAVING countIf(refused) > 0
     )
 ) AS session_rows
 SELECT m.x.1 AS service, m.x.2 AS skh, m.x.3 AS t, m.x.4 AS clienth, m.x.5 AS http_method, m.x.6 AS http_status,
