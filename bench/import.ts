@@ -39,9 +39,12 @@
  * ~40%, the event ids' SHA-256 ~13%, row building, the batches' UTF-8 encode and token);
  * the engine's inserts ~25–30 CPU-s; its background merges of the 100 parts per table
  * ~8–14 CPU-s. The insert of a batch runs on one engine thread, so the import writes two
- * batches at once (insertConcurrency) to keep both cores busy; it is then CPU-bound on
- * both, and each insert parses its rows on one thread (input_format_parallel_parsing = 0:
- * a few % less CPU, within noise but never worse in paired runs). Measured and not kept:
+ * batches at once (insertConcurrency); it is then CPU-bound on both cores, and each insert
+ * parses its rows on one thread (input_format_parallel_parsing = 0: a few % less CPU,
+ * within noise). Two inserts at once cost ~10% more CPU in all; paired whole-bench runs
+ * against one at a time, same schema: 24.3k vs 17.2k lines/s on a busy machine, 28.6k vs
+ * 30.4k on a quieter one, so the gain shows mainly when other processes compete for the
+ * cores. Measured and not kept:
  * JSONCompactEachRow or TabSeparated bodies (the engine parses our JSONEachRow rows at
  * ~2.7 µs each, the compact forms with every column were no cheaper); 20,000 rows per
  * insert (~10% less CPU from fewer merges, +250 MB peak RSS). Not tried: converting in a
