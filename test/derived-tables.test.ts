@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { applyRetention, RETAINED_TABLES } from '../store/index.ts';
+import { applyRetention, migrate, RETAINED_TABLES } from '../store/index.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 // The tables the named queries read besides `events` (schema/migrations/0006 on)
@@ -105,5 +105,27 @@ describe('server_requests (the servers’ request records, as the queries read t
       { event_type: 'settlement', ok: true, refused: false, init: false, ...common },
       { event_type: 'session_refused', ok: false, refused: true, init: false, ...common },
     ]);
+  });
+});
+
+describe('a store made before the derived tables', () => {
+  it('gets them filled from its events when migrated', async () => {
+    // this store as migrations 0001-0005 left it, with events in it
+    for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+    for (const view of ['proxy_access_mv', 'server_requests_mv']) await t.store.command(`DROP VIEW ${view}`);
+    for (const table of ['proxy_access', 'server_requests']) await t.store.command(`DROP TABLE ${table}`);
+    await t.store.command('ALTER TABLE schema_migrations DELETE WHERE version >= 6 SETTINGS mutations_sync = 2');
+    const rows = [
+      access({ response_session_key: 'k1', http_status: 200 }),
+      access({ source: 'server', event_type: 'arrival', arrival_id: 'a1', url_path: '' }),
+      access({ source: 'server', event_type: 'settlement', arrival_id: 'a1', outcome: 'ok', http_status: 200, url_path: '' }),
+      access({ source: 'server', event_type: 'boot', url_path: '' }),
+    ];
+    await t.store.insertJsonEachRow('events', body(rows), { dedupToken: 'old' });
+    expect(await migrate(t.store)).toEqual([6, 7]);
+    expect(await t.store.query('SELECT (SELECT count() FROM proxy_access) AS p, (SELECT count() FROM server_requests) AS s')).toEqual([{ p: 1, s: 2 }]);
+    // and the views feed them from now on
+    await t.store.insertJsonEachRow('events', body([access({ request_session_key: 'k1', http_status: 200 })]), { dedupToken: 'new' });
+    expect(await t.store.query('SELECT count() AS p FROM proxy_access')).toEqual([{ p: 2 }]);
   });
 });

@@ -38,7 +38,10 @@ SELECT
     p.replacement AS replacement_session_key,
     p.miss_t AS miss_t,
     p.init_t AS init_t,
-    CAST(p.replacement_h IN (SELECT skh FROM proxy_lines WHERE skh IN (SELECT replacement_h FROM pairs)), 'Bool') AS adopted
+    CAST(u.skh != 0, 'Bool') AS adopted
 FROM pairs AS p
--- the stale sessions' keys, looked up for the pairs only
-LEFT JOIN (SELECT skh, any(sk) AS sk FROM proxy_lines WHERE skh IN (SELECT stale_h FROM pairs) GROUP BY skh) AS k ON k.skh = p.stale_h
+-- joined, not filtered by IN (SELECT … FROM pairs): each reference of pairs would
+-- compute the candidates again
+LEFT JOIN (SELECT DISTINCT skh FROM proxy_lines WHERE skh != 0) AS u ON u.skh = p.replacement_h
+-- the stale sessions' keys (a stale session has a refused miss)
+LEFT JOIN (SELECT skh, any(sk) AS sk FROM proxy_lines WHERE refused AND skh != 0 GROUP BY skh) AS k ON k.skh = p.stale_h
