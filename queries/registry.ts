@@ -250,7 +250,7 @@ function fragmentOrder(names: readonly string[], order: string[] = [], visiting 
 
 /**
  * The SQL text of a named query, as sent to the store: `sql/<name>.sql` with the
- * fragments its header requires (`-- requires: proxy_requests, …`, files in
+ * fragments its header requires (`-- requires: proxy_lines, …`, files in
  * `sql/lib/`, transitively, dependencies first) prepended as common table
  * expressions. A fragment is one CTE body shared by several queries; the engine
  * inlines a CTE at each reference, so each reader's filters and columns reach the

@@ -129,3 +129,21 @@ describe('a store made before the derived tables', () => {
     expect(await t.store.query('SELECT count() AS p FROM proxy_access')).toEqual([{ p: 2 }]);
   });
 });
+
+describe('a line delivered again with another label', () => {
+  it('counts only under its newest label (re-import with another --service)', async () => {
+    const { runQuery } = await import('../queries/index.ts');
+    for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+    const lines = [
+      access({ service: 'a', request_session_key: 'k5', http_status: 200 }),
+      access({ service: 'a', request_session_key: 'k5', http_status: 502, proxy_generated: true, upstream_error: 'connection_refused' }),
+      access({ service: 'a', request_session_key: 'k5', http_status: 404 }),
+    ];
+    await t.store.insertJsonEachRow('events', body(lines), { dedupToken: 'label-a' });
+    await t.store.insertJsonEachRow('events', body(lines.map((l) => ({ ...l, service: 'b' }))), { dedupToken: 'label-b' });
+    for (const name of ['proxy_traffic', 'proxy_errors', 'restarts', 'refused_misses']) {
+      expect(await runQuery(t.store, name, { service: 'a' }), name).toEqual([]);
+      expect((await runQuery(t.store, name, { service: 'b' })).length, name).toBeGreaterThan(0);
+    }
+  });
+});

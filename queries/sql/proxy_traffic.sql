@@ -3,7 +3,7 @@
 -- itself with a 5xx (upstream unreachable), other 5xx, refused misses, 401/403
 -- challenges, and distinct sessions. The request count and success count for
 -- rates and bounds where no server recorded arrivals (proxy-only evidence).
--- requires: proxy_requests
+-- requires: proxy_lines
 SELECT
     service,
     count() AS requests,
@@ -13,6 +13,6 @@ SELECT
     countIf(refused) AS refused,
     countIf(http_status IN (401, 403)) AS challenged,
     uniqExactIf(sk, sk != '') AS sessions
-FROM proxy_requests
+FROM proxy_lines
 GROUP BY service
 ORDER BY service

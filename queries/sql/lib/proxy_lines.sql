@@ -1,15 +1,14 @@
--- proxy_lines: proxy_requests (the requests to the MCP endpoint, DESIGN §4) read
--- without FINAL, with each line's event_id. A line delivered twice in two batches
--- shows twice until the table merges, so a reader must not change with a copy
--- (existence, min, max, neighbours, distinct keys) or must drop copies after its
--- own filter (LIMIT 1 BY event_id: a copy is the same event). Why: FINAL reads
--- every row of every column asked for before any filter, so a read of 47k refused
--- misses with a few string columns costs as much as reading all 3M lines.
+-- proxy_lines: the requests to the MCP endpoint as the proxy saw them (DESIGN §4),
+-- from proxy_access, with each line's event_id, read with FINAL: a line delivered again keeps only its
+-- newest copy, and a copy may differ from the first (a re-import of the same log
+-- with another --service or --environment relabels its lines), so readers must
+-- not see the older one. (Without FINAL the older copy was still counted until
+-- the table merged: found by a break-it pass, see test/derived-tables.test.ts.)
 SELECT
     event_id, ts, t, service, environment, http_method, url_path, http_status, duration_ms, sk, rk, principal_key,
     has_credential, proxy_generated, upstream_error, client_address, user_agent, ua_family, origin, client,
     skh, rkh, clienth, pg, ok, refused, init
-FROM proxy_access
+FROM proxy_access FINAL
 WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
   AND ({service:String} = '' OR service = {service:String})
   AND ({environment:String} = '' OR environment = {environment:String})

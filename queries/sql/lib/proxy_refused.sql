@@ -7,13 +7,13 @@
 -- Sessions and clients are their hashed keys (skh, clienth; the strings would be
 -- read for every line). Two scalars, which the engine computes once per query
 -- wherever the same expression appears: the refused misses, and the requests of their sessions
--- (time-sorted per session; a copy of a line changes none of the above); no join
+-- (time-sorted per session); no join
 -- or window runs over every request.
 -- requires: proxy_lines
 WITH
 (
     SELECT groupArray((service, skh, t, clienth, http_method, http_status))
-    FROM (SELECT event_id, service, skh, t, clienth, http_method, http_status FROM proxy_lines WHERE refused AND skh != 0 LIMIT 1 BY event_id)
+    FROM proxy_lines WHERE refused AND skh != 0
 ) AS refused_rows,
 (
     SELECT groupArray((skh, rows))

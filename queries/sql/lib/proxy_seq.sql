@@ -7,8 +7,7 @@
 -- fragment is inlined (a scalar that holds a subquery set would be evaluated again
 -- at each reference, so neither does): one pass over the served requests' times
 -- per service and minute (the first and last of each minute, and all of them in
--- the minutes that hold a 5xx), and the 5xx rows (a copy of a line dropped by its
--- event_id). No join or window runs over every request.
+-- the minutes that hold a 5xx), and the 5xx rows. No join or window runs over every request.
 -- requires: proxy_lines
 WITH
 (
@@ -23,7 +22,7 @@ WITH
 ) AS minute_rows,
 (
     SELECT groupArray((service, t, http_method))
-    FROM (SELECT event_id, service, t, http_method FROM proxy_lines WHERE pg LIMIT 1 BY event_id)
+    FROM proxy_lines WHERE pg
 ) AS gap_rows,
 minutes AS (SELECT x.1 AS service, x.2 AS m, x.3 AS lo, x.4 AS hi FROM (SELECT arrayJoin(minute_rows) AS x) WHERE x.4 > 0),
 near AS (SELECT x.1 AS service, x.2 AS m, x.5 AS served FROM (SELECT arrayJoin(minute_rows) AS x) WHERE notEmpty(x.5)),
