@@ -12,8 +12,10 @@
 --   survived_1/survived_2: sessions with 2xx both before and after at least one / two restarts
 -- Sessions and clients are joined on their hashed keys (proxy_access and
 -- server_requests, schema/migrations/0006-0007). Every per-session fact below is
--- an existence, a minimum or a maximum, so a copy of an event changes nothing and
--- no read needs FINAL.
+-- an existence, a minimum or a maximum, so a re-delivered copy of an event changes
+-- nothing. The proxy lines come through proxy_lines (FINAL: a relabelled line counts
+-- under its newest label); the server rows are read without FINAL, as before the
+-- derived tables (a relabelled server event counts under both until a merge).
 -- requires: proxy_lines, proxy_remint_pairs, proxy_restarts, server_boots, server_refused
 WITH
 r AS

@@ -12,7 +12,7 @@ WITH
     SELECT groupArray((service, toString(boot_id), session_key, skh, toString(reason), http_status, t, arh, clienth))
     FROM
     (
-        -- deduplicated after the filter (a copy of an event is the same event): FINAL
+        -- deduplicated after the filter (a re-delivered copy of an event): FINAL
         -- would read every row of these columns first
         SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth FROM server_requests
         WHERE refused
