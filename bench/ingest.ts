@@ -24,19 +24,20 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config } from '../core/index.ts';
-import { createKafka, createKafkaConsumer, createKafkaProducerSink, fetchConsumerLag } from '../ingest/index.ts';
+import { createKafka, createKafkaConsumer, createKafkaProducerSink, DEFAULT_FETCH_MAX_WAIT_MS, fetchConsumerLag } from '../ingest/index.ts';
 import type { ContinuityEvent } from '../schema/index.ts';
 import { openMigratedStore } from '../store/index.ts';
 import { ensureKafka, uniqueTopicName } from '../test/services/kafka.ts';
 import { rssSampler } from './rss.ts';
 
 const SELF = fileURLToPath(import.meta.url);
+const REPO = fileURLToPath(new URL('../', import.meta.url));
 const GOALS = { ratio: 0.5, peak_rss_mb: 300, p99_ms: 2000 };
 const HASH_KEY = '00112233445566778899aabbccddeeff';
 const WRITE_ROWS = 10_000;
@@ -105,20 +106,21 @@ async function childRaw(seed: string, n: number): Promise<Record<string, number>
   try {
     const store = await openMigratedStore(loadConfig({ CONTINUITY_HASH_KEY: HASH_KEY }, { dataDir }));
     const nowMicros = Date.now() * 1000;
-    let insertMs = 0;
-    const cpu0 = process.cpuUsage();
+    // The rows are made before the clock starts: only the store's work is timed.
+    const bodies: string[] = [];
     for (let from = 0; from < n; from += WRITE_ROWS) {
       const rows: string[] = [];
       for (let i = from; i < Math.min(n, from + WRITE_ROWS); i++) rows.push(JSON.stringify(benchEvent(seed, i, nowMicros)));
-      const body = rows.join('\n');
-      const t = performance.now();
-      await store.insertJsonEachRow('events', body, { dedupToken: `bench-raw:${from}` });
-      insertMs += performance.now() - t;
+      bodies.push(rows.join('\n'));
     }
+    const cpu0 = process.cpuUsage();
+    const t = performance.now();
+    for (let b = 0; b < bodies.length; b++) await store.insertJsonEachRow('events', bodies[b]!, { dedupToken: `bench-raw:${b * WRITE_ROWS}` });
+    const insertMs = performance.now() - t;
     const cpu = process.cpuUsage(cpu0);
     const [row] = await store.query<{ c: number }>('SELECT count() AS c FROM events');
     await store.close();
-    // cpu_s: this process (engine threads included), generating the rows as well.
+    // cpu_s: this process during the inserts (the engine's threads: parsing, writing, merging).
     return { events: row?.c ?? 0, seconds: insertMs / 1000, events_per_s: (row?.c ?? 0) / (insertMs / 1000), cpu_s: (cpu.user + cpu.system) / 1e6 };
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
@@ -126,7 +128,7 @@ async function childRaw(seed: string, n: number): Promise<Record<string, number>
 }
 
 /** (b)/(c) consumer side: runs the consumer until SIGTERM, then reports its counters and memory. */
-async function childConsumer(brokers: string[], topic: string, dataDir: string, concurrency: number, group: string): Promise<Record<string, number>> {
+async function childConsumer(brokers: string[], topic: string, dataDir: string, concurrency: number, group: string, fetchMaxWaitMs: number): Promise<Record<string, number>> {
   const config = configFor(brokers, topic, dataDir, group);
   const sampler = rssSampler();
   const store = await openMigratedStore(config);
@@ -142,6 +144,7 @@ async function childConsumer(brokers: string[], topic: string, dataDir: string, 
     store,
     maxBatchRows: WRITE_ROWS,
     partitionsConsumedConcurrently: concurrency,
+    fetchMaxWaitMs,
     onEvent: (e) => {
       if (e.type === 'joined' && e.partitions.length > 0) joined();
       if (e.type === 'batch') {
@@ -205,21 +208,18 @@ async function waitCommitted(brokers: string[], topic: string, total: number, gr
   }
 }
 
-/** Sends events [0, n) through the gateway's sink, `chunk` per accept, `inFlight` accepts at a time, optionally paced to `rate`/s. */
+/**
+ * Sends events [0, n) through the gateway's sink, `chunk` per accept, 8 accepts at a time.
+ * Unpaced, every chunk is made before the clock starts (the events' making is not the
+ * pipeline's work, and the raw insert does not time it either); paced to `rate`/s, each
+ * chunk is made when due and stamped with its send time.
+ */
 async function produce(brokers: string[], topic: string, seed: string, n: number, options: { rate?: number; stampSend?: boolean }): Promise<{ t0: number; t1: number; cpuS: number }> {
-  const cpu0 = process.cpuUsage();
   const sink = createKafkaProducerSink({ kafka: configFor(brokers, topic, tmpdir()).kafka!, maxQueuedEvents: 200_000 });
   await sink.start();
   const nowMicros = Date.now() * 1000;
   const chunk = options.rate ? Math.max(1, Math.round(options.rate / 20)) : 5000; // paced: every 50 ms
-  const inFlight = new Set<Promise<void>>();
-  const t0 = Date.now();
-  for (let from = 0; from < n; from += chunk) {
-    if (options.rate) {
-      const due = t0 + (from / options.rate) * 1000;
-      const wait = due - Date.now();
-      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
-    }
+  const make = (from: number): ContinuityEvent[] => {
     const sentMs = String(Date.now());
     const events: ContinuityEvent[] = [];
     for (let i = from; i < Math.min(n, from + chunk); i++) {
@@ -227,15 +227,45 @@ async function produce(brokers: string[], topic: string, seed: string, n: number
       if (options.stampSend) e.attrs = { ...e.attrs, 'bench.sent_ms': sentMs };
       events.push(e);
     }
+    return events;
+  };
+  const made: ContinuityEvent[][] = [];
+  if (!options.rate) for (let from = 0; from < n; from += chunk) made.push(make(from));
+  const inFlight = new Set<Promise<void>>();
+  const cpu0 = process.cpuUsage();
+  const t0 = Date.now();
+  for (let from = 0, k = 0; from < n; from += chunk, k++) {
+    if (options.rate) {
+      const due = t0 + (from / options.rate) * 1000;
+      const wait = due - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    }
+    const events = options.rate ? make(from) : made[k]!;
+    made[k] = []; // sent: let it go
     const p = sink.accept(events).finally(() => inFlight.delete(p));
     inFlight.add(p);
     if (inFlight.size >= 8) await Promise.race(inFlight);
   }
   await Promise.all(inFlight);
   const t1 = Date.now();
-  await sink.shutdown();
   const cpu = process.cpuUsage(cpu0);
+  await sink.shutdown();
   return { t0, t1, cpuS: (cpu.user + cpu.system) / 1e6 };
+}
+
+/**
+ * CPU seconds (user + system) the local broker used so far, from `/proc/<pid>/stat` of the
+ * broker that scripts/kafka.sh started (its pid file); undefined for a broker elsewhere.
+ */
+function brokerCpuSeconds(): number | undefined {
+  try {
+    const dataDir = process.env.KAFKA_DATA_DIR ?? join(REPO, '.kafka');
+    const pid = readFileSync(join(dataDir, 'broker.pid'), 'utf8').trim();
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime + stime, in clock ticks of 1/100 s
+  } catch {
+    return undefined;
+  }
 }
 
 const round = (x: number | undefined, digits = 0): number => {
@@ -258,7 +288,7 @@ async function main(): Promise<void> {
       mode === 'raw'
         ? await childRaw(a!, Number(b))
         : mode === 'consumer'
-          ? await childConsumer(a!.split(','), b!, c!, Number(d), args[6] ?? `${b}-writer`)
+          ? await childConsumer(a!.split(','), b!, c!, Number(d), args[6]!, Number(args[7]))
           : undefined;
     if (!out) throw new Error(`unknown child mode ${mode}`);
     console.log(JSON.stringify(out));
@@ -268,6 +298,7 @@ async function main(): Promise<void> {
   const rate = arg(args, '--rate', 10_000);
   const latencySeconds = arg(args, '--latency-seconds', 30);
   const concurrency = arg(args, '--concurrency', 3);
+  const fetchMaxWaitMs = arg(args, '--fetch-max-wait-ms', DEFAULT_FETCH_MAX_WAIT_MS);
   // V8 grows its heap lazily up to a limit sized for the machine; the consumer's live
   // set is far smaller, and a deployment may cap it (more GC work, less memory). 0: no cap.
   const heapAt = args.indexOf('--consumer-heap-mb');
@@ -285,10 +316,13 @@ async function main(): Promise<void> {
   // (b) end to end
   const topic = `${seed}-e2e`;
   const dirB = mkdtempSync(join(tmpdir(), 'continuity-bench-e2e-'));
-  const consumerB = startChild(['consumer', brokers.join(','), topic, dirB, String(concurrency)], heapFlags);
+  const consumerArgs = (t: string, dir: string, group: string): string[] => ['consumer', brokers.join(','), t, dir, String(concurrency), group, String(fetchMaxWaitMs)];
+  const broker0 = brokerCpuSeconds();
+  const consumerB = startChild(consumerArgs(topic, dirB, `${topic}-writer`), heapFlags);
   await consumerB.ready;
   const sent = await produce(brokers, topic, seed, n, {});
   const done = await waitCommitted(brokers, topic, n);
+  const broker1 = brokerCpuSeconds();
   consumerB.stop();
   const consumed = await consumerB.result;
   const store = await openMigratedStore(configFor(brokers, topic, dirB));
@@ -304,7 +338,7 @@ async function main(): Promise<void> {
   // (b2) the consumer alone: a second group drains the now full topic into a fresh store
   const dirD = mkdtempSync(join(tmpdir(), 'continuity-bench-drain-'));
   const drainGroup = `${topic}-drain`;
-  const consumerD = startChild(['consumer', brokers.join(','), topic, dirD, String(concurrency), drainGroup], heapFlags);
+  const consumerD = startChild(consumerArgs(topic, dirD, drainGroup), heapFlags);
   await consumerD.ready;
   const drainT0 = Date.now();
   await waitCommitted(brokers, topic, n, drainGroup);
@@ -317,7 +351,7 @@ async function main(): Promise<void> {
   // (c) latency at a steady rate
   const topicC = `${seed}-latency`;
   const dirC = mkdtempSync(join(tmpdir(), 'continuity-bench-lat-'));
-  const consumerC = startChild(['consumer', brokers.join(','), topicC, dirC, String(concurrency)], heapFlags);
+  const consumerC = startChild(consumerArgs(topicC, dirC, `${topicC}-writer`), heapFlags);
   await consumerC.ready;
   const latN = Math.round(rate * latencySeconds);
   const paced = await produce(brokers, topicC, `${seed}-lat`, latN, { rate, stampSend: true });
@@ -350,6 +384,17 @@ async function main(): Promise<void> {
     consumer_cpu_s: round(consumed.cpu_s, 1),
     producer_cpu_s: round(sent.cpuS, 1),
     raw_insert_cpu_s: round(raw.cpu_s, 1),
+    // CPU µs per event of each part of the end-to-end run (the broker's when it runs here),
+    // and of the raw insert: what the two cores are shared between.
+    cpu_us_per_event: {
+      producer: round((sent.cpuS * 1e6) / n, 1),
+      broker: broker0 !== undefined && broker1 !== undefined ? round(((broker1 - broker0) * 1e6) / n, 1) : null,
+      consumer: round(((consumed.cpu_s ?? 0) * 1e6) / n, 1),
+      consumer_alone: round(((drained.cpu_s ?? 0) * 1e6) / n, 1),
+      raw_insert: round(((raw.cpu_s ?? 0) * 1e6) / n, 1),
+    },
+    consumer_batches: consumed.batches,
+    fetch_max_wait_ms: fetchMaxWaitMs,
     cores: availableParallelism(),
     stored: countB?.c ?? 0,
     stored_unique: countB?.u ?? 0,

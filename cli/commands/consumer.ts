@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { createKafkaConsumer, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
+import { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
 import { retry } from '../../core/index.ts';
 import { openMigratedStore } from '../../store/index.ts';
 import { configFrom } from '../context.ts';
@@ -38,7 +38,7 @@ export function registerConsumer(program: Command): void {
     .option('--progress', 'also print a JSON line per confirmed write (written) and per committed batch (batch)')
     .option('--session-timeout <ms>', 'consumer-group session timeout: how soon a dead consumer\'s partitions move', '30000')
     .option('--max-batch-rows <n>', 'rows per write at most', '10000')
-    .option('--fetch-max-wait <ms>', 'longest wait for a fetch: the time bound of a batch', '250')
+    .option('--fetch-max-wait <ms>', 'longest wait for a fetch: the time bound of a batch', String(DEFAULT_FETCH_MAX_WAIT_MS))
     .option('--concurrency <n>', 'partitions processed at the same time (each stays in order)', '3')
     .option('--log-level <level>', 'kafkajs log level (stderr): nothing | error | warn | info | debug', 'nothing')
     .addOption(new Option('--fault-commit-delay <ms>', 'fault tests only: wait between a confirmed write and its commit').default('0').hideHelp())
