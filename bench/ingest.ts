@@ -5,20 +5,26 @@
  * engine, in one run:
  *  (a) `raw`: the store's own rate — N events (default 1,000,000) as JSONEachRow
  *      inserted straight into a fresh store's `events`, 10,000 rows per INSERT with a
- *      deduplication token, as the consumer writes them (child process);
+ *      deduplication token, as the consumer writes them (child process; the rows are
+ *      made before the clock starts);
  *  (b) end to end: the gateway's Kafka producer sink sends the same N events (this
- *      process) → Kafka (6 partitions) → the consumer (child process, fresh store) →
- *      committed; events/s from the first send to the last commit, and the consumer's
- *      peak RSS (maxRSS, and the anonymous part: the engine's library pages count in
- *      maxRSS);
+ *      process; made before the clock starts) → Kafka (6 partitions) → the consumer
+ *      (child process, fresh store) → committed; events/s from the first send to the
+ *      last commit, and the consumer's peak RSS (maxRSS, and the anonymous part: the
+ *      engine's library pages count in maxRSS);
  *  (b2) the consumer alone: a second group drains the full topic of (b) into another
  *      fresh store (events/s, peak RSS) — the consumer's own rate, without the producer
  *      and the consumer sharing the machine's cores;
+ *  (b3) as (b) with `@platformatic/kafka` producing in place of kafkajs, side by side
+ *      (the consumer unchanged; `--no-platformatic` skips it);
  *  (c) latency: R events/s (default 10,000) for S seconds (default 30) through the same
  *      path; event→queryable = `ingested_at` (set by the store on insert) − the send
  *      time the producer puts in `attrs['bench.sent_ms']`; p50/p99/max.
  * The last line printed is one JSON object: `{ ratio, peak_rss_mb, p99_ms, … }` with
  * `ratio` = (b) ÷ (a). Goals: ratio ≥ 0.5, peak_rss_mb ≤ 300, p99_ms ≤ 2000.
+ * `cpu_us_per_event` splits the two cores: CPU µs per event of the producer, the broker
+ * (when scripts/kafka.sh runs it here), the consumer (its engine threads included) and the
+ * raw insert. `--fetch-max-wait-ms W` sets the consumer's batch time bound (default as the CLI).
  * `--concurrency C` runs the consumer with C partitions in flight (default 3, as the CLI);
  * `--consumer-heap-mb M` starts it with `--max-old-space-size=M` (default 0: no cap).
  */
@@ -30,7 +36,8 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config } from '../core/index.ts';
-import { createKafka, createKafkaConsumer, createKafkaProducerSink, DEFAULT_FETCH_MAX_WAIT_MS, fetchConsumerLag } from '../ingest/index.ts';
+import { Producer as PlatformaticProducer, stringSerializers } from '@platformatic/kafka';
+import { createKafka, createKafkaConsumer, createKafkaProducerSink, DEFAULT_FETCH_MAX_WAIT_MS, ensureTopics, fetchConsumerLag } from '../ingest/index.ts';
 import type { ContinuityEvent } from '../schema/index.ts';
 import { openMigratedStore } from '../store/index.ts';
 import { ensureKafka, uniqueTopicName } from '../test/services/kafka.ts';
@@ -268,6 +275,51 @@ function brokerCpuSeconds(): number | undefined {
   }
 }
 
+/**
+ * The unpaced send of {@link produce} with `@platformatic/kafka` in place of kafkajs (the
+ * issue's side-by-side): the same events made before the clock starts, the same
+ * producer settings (idempotent, acks=all, gzip, key = session key or else `event_id`),
+ * 10,000 events per produce request, one request in flight, as the gateway's sink sends.
+ * Only the producing half is swapped; the consumer is the project's (kafkajs).
+ */
+async function producePlatformatic(brokers: string[], topic: string, seed: string, n: number): Promise<{ t0: number; t1: number; cpuS: number }> {
+  const config = configFor(brokers, topic, tmpdir());
+  const admin = createKafka(config.kafka!, { clientId: 'bench-provision' }).admin();
+  await admin.connect();
+  try {
+    await ensureTopics(admin, config.kafka!); // the same topic layout as the sink provisions
+  } finally {
+    await admin.disconnect();
+  }
+  const producer = new PlatformaticProducer({
+    clientId: 'bench-platformatic',
+    bootstrapBrokers: brokers,
+    serializers: stringSerializers,
+    idempotent: true,
+    acks: -1,
+    compression: 'gzip',
+  });
+  const nowMicros = Date.now() * 1000;
+  const chunk = 10_000;
+  const made: ContinuityEvent[][] = [];
+  for (let from = 0; from < n; from += chunk) {
+    const events: ContinuityEvent[] = [];
+    for (let i = from; i < Math.min(n, from + chunk); i++) events.push(benchEvent(seed, i, nowMicros));
+    made.push(events);
+  }
+  const cpu0 = process.cpuUsage();
+  const t0 = Date.now();
+  for (let k = 0; k < made.length; k++) {
+    const messages = made[k]!.map((e) => ({ topic, key: e.session_key !== '' ? e.session_key : e.event_id, value: JSON.stringify(e) }));
+    made[k] = [];
+    await producer.send({ messages });
+  }
+  const t1 = Date.now();
+  const cpu = process.cpuUsage(cpu0);
+  await producer.close();
+  return { t0, t1, cpuS: (cpu.user + cpu.system) / 1e6 };
+}
+
 const round = (x: number | undefined, digits = 0): number => {
   const f = 10 ** digits;
   return Math.round((x ?? 0) * f) / f;
@@ -348,6 +400,30 @@ async function main(): Promise<void> {
   rmSync(dirD, { recursive: true, force: true });
   console.error(`consumer alone (draining a full topic): ${n} events in ${drainSeconds.toFixed(1)} s; consumer ${JSON.stringify(drained)}`);
 
+  // (b3) end to end again with @platformatic/kafka producing (the consumer unchanged)
+  let platformatic: Record<string, unknown> | null = null;
+  if (!args.includes('--no-platformatic')) {
+    const topicP = `${seed}-platformatic`;
+    const dirP = mkdtempSync(join(tmpdir(), 'continuity-bench-pk-'));
+    const consumerP = startChild(consumerArgs(topicP, dirP, `${topicP}-writer`), heapFlags);
+    await consumerP.ready;
+    const sentP = await producePlatformatic(brokers, topicP, `${seed}-pk`, n);
+    const doneP = await waitCommitted(brokers, topicP, n);
+    consumerP.stop();
+    const consumedP = await consumerP.result;
+    rmSync(dirP, { recursive: true, force: true });
+    const rateP = n / ((doneP - sentP.t0) / 1000);
+    platformatic = {
+      client: '@platformatic/kafka 1.35.0 (producer only; consumer kafkajs)',
+      e2e_events_per_s: round(rateP),
+      ratio: round(rateP / (raw.events_per_s ?? 1), 3),
+      producer_cpu_us_per_event: round((sentP.cpuS * 1e6) / n, 1),
+      consumer_cpu_us_per_event: round(((consumedP.cpu_s ?? 0) * 1e6) / n, 1),
+      stored: consumedP.rows ?? 0,
+    };
+    console.error(`end to end, @platformatic/kafka producing: ${JSON.stringify(platformatic)}`);
+  }
+
   // (c) latency at a steady rate
   const topicC = `${seed}-latency`;
   const dirC = mkdtempSync(join(tmpdir(), 'continuity-bench-lat-'));
@@ -404,6 +480,7 @@ async function main(): Promise<void> {
     p99_ms: lat?.p99 ?? null,
     max_ms: lat?.max ?? null,
     transport: 'kafkajs 2.2.4, gzip, idempotent acks=all',
+    platformatic_producer: platformatic,
     partitions_consumed_concurrently: concurrency,
     consumer_max_old_space_mb: heapMb || null,
     load_average_at_start: round(loadAtStart, 2),
