@@ -13,45 +13,318 @@
 -- Sessions and clients are joined on their hashed keys (proxy_access and
 -- server_requests, schema/migrations/0006-0007). Every per-session fact below is
 -- an existence, a minimum or a maximum, so a re-delivered copy of an event changes
--- nothing. The proxy lines come through proxy_lines (FINAL: a relabelled line counts
--- under its newest label); the server rows are read without FINAL, as before the
--- derived tables (a relabelled server event counts under both until a merge).
--- requires: proxy_lines, proxy_remint_pairs, proxy_restarts, server_boots, server_refused
+-- nothing. Where a session has several clients or user agents, the largest
+-- (hashed client, family, origin) is reported.
+--
+-- Where the facts come from (schema/migrations/0008):
+--  * per session: the hours t_from..t_to covers whole come from the rollups
+--    proxy_sessions and server_sessions, the hours it cuts from the rows, combined
+--    with the same functions, so any range is exact. A line re-imported under
+--    another --service keeps its old label in the rollup (a rollup cannot forget),
+--    so when a service or environment filter is given the proxy facts come from
+--    the rows, read with FINAL (a relabelled line counts under its newest label);
+--    without a filter a label changes nothing here. The server rows are read
+--    without FINAL, as before the rollups (a relabelled server event counts under
+--    both labels until a merge), so the server rollup serves every case.
+--  * the rare rows (proxy refused misses, server refused misses and initializes,
+--    re-mints, boots) come from the rows; a refused miss finds its session's
+--    previous served request in the rollup's hours, and reads the rows of its hour
+--    only when that hour holds served requests both before and after it.
+--  * restarts: server boots (their previous boot's activity from server_sessions)
+--    and proxy-inferred ones (5xx gaps from proxy_seq; transitions as in
+--    proxy_transitions, merged by overlap as in proxy_restarts).
+-- requires: proxy_seq
 WITH
-r AS
+-- the hours read whole from the rollups: [hour_lo, hour_hi), seconds
+intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6)}), 0) + 3599999999, 3600000000) * 3600 AS hour_lo,
+least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6)}), 0), 3600000000) * 3600, 4294965600) AS hour_hi,
+hour_lo < hour_hi AS whole_hours,
+whole_hours AND {service:String} = '' AND {environment:String} = '' AS proxy_rollup,
+fromUnixTimestamp64Micro(hour_lo * 1000000) AS whole_from,
+fromUnixTimestamp64Micro(hour_hi * 1000000) AS whole_to,
+-- the proxy's session lines (a request session key, or an initialize) that the
+-- rollup does not cover: the cut hours, or every hour under a filter
+raw_lines AS
 (
-    SELECT t, skh, rkh, clienth, ua_family, origin, ok, refused, init
-    FROM proxy_lines
+    SELECT toStartOfHour(ts) AS hour, t, skh, rkh, clienth, ua_family, origin, ok, refused, init, pg
+    FROM proxy_access FINAL
+    WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND NOT (proxy_rollup AND ts >= whole_from AND ts < whole_to)
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+      AND url_path IN {endpoint_paths:Array(String)}
+      AND (skh != 0 OR init)
 ),
-srv AS
+-- the server's requests the rollup does not cover (the cut hours)
+raw_srv AS
 (
-    -- server view of requests: a settlement is one request's end; ok = outcome ok
-    SELECT skh, clienth, ua_family, t, event_type, ok, refused, init, mkh
+    SELECT toString(boot_id) AS boot_id, t, skh, mkh, clienth, toString(ua_family) AS ua_family, event_type, http_status, ok, refused, init
     FROM server_requests
     WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND NOT (whole_hours AND ts >= whole_from AND ts < whole_to)
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
+-- the hours that hold a refused miss (any label: the rollup keeps every copy)
+(
+    SELECT groupUniqArray(ts) FROM proxy_sessions
+    WHERE last_refused > 0 AND ts >= toStartOfHour({t_from:DateTime64(6)}) AND ts < {t_to:DateTime64(6)}
+) AS refused_hours,
+-- the proxy's refused misses on a session, read once (FINAL: under the newest
+-- label) from those hours only
+(
+    SELECT groupArray((service, skh, clienth, t, toStartOfHour(ts)))
+    FROM proxy_access FINAL
+    WHERE refused AND skh != 0 AND has(refused_hours, toStartOfHour(ts))
+      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+      AND url_path IN {endpoint_paths:Array(String)}
+) AS refused_rows,
+refused AS
+(
+    SELECT x.1 AS service, x.2 AS skh, x.3 AS clienth, x.4 AS t, x.5 AS hour FROM (SELECT arrayJoin(refused_rows) AS x)
+),
+-- the proxy's initializes: (minted key, client, t), read once
+(
+    SELECT groupArray((h, x.1, x.2))
+    FROM
+    (
+        SELECT h, arrayJoin(inits) AS x
+        FROM proxy_sessions
+        WHERE proxy_rollup AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+          AND url_path IN {endpoint_paths:Array(String)} AND minted = 1
+        UNION ALL
+        SELECT rkh AS h, (clienth, t) AS x FROM raw_lines WHERE init
+    )
+) AS init_rows,
+proxy_inits_all AS (SELECT x.1 AS h, x.2 AS clienth, x.3 AS t FROM (SELECT arrayJoin(init_rows) AS x)),
+-- the server's initializes, read once
+(
+    SELECT groupArray((clienth, t))
+    FROM server_requests
+    WHERE init AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+) AS server_init_rows,
+server_inits_all AS (SELECT x.1 AS clienth, x.2 AS t FROM (SELECT arrayJoin(server_init_rows) AS x)),
+-- each refused miss's previous upstream-served request of its session (prev:
+-- (t, ok); (0, 0) = none): the session's other refused misses, and its other
+-- answered requests by the hour: an earlier hour's latest, or its own hour's
+-- when every one of that hour is earlier; the rows of its hour are read only
+-- when that hour has answered requests both before and after it (straddle)
+session_hours AS
+(
+    SELECT hour, h, min(first_served) AS fs, max(last_served) AS ls
+    FROM
+    (
+        SELECT ts AS hour, ps.h AS h, first_served, last_served
+        FROM proxy_sessions AS ps
+        INNER JOIN (SELECT DISTINCT skh AS h FROM refused) AS rs ON rs.h = ps.h
+        WHERE proxy_rollup AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+          AND url_path IN {endpoint_paths:Array(String)} AND used = 1
+        UNION ALL
+        SELECT hour, skh AS h, if(NOT pg AND NOT refused, t, inf), if(NOT pg AND NOT refused, (t, toUInt8(ok)), (0., toUInt8(0)))
+        FROM raw_lines AS l
+        INNER JOIN (SELECT DISTINCT skh AS h FROM refused) AS rs ON rs.h = l.skh
+    )
+    GROUP BY hour, h
+),
+(
+    SELECT groupArray((service, skh, t, hour, before, straddle))
+    FROM
+    (
+        SELECT r.service AS service, r.skh AS skh, r.t AS t, r.hour AS hour,
+               max(if(c.hour < r.hour OR (c.hour = r.hour AND c.ls.1 < r.t), c.ls, (0., toUInt8(0)))) AS before,
+               max(NOT c.is_miss AND c.hour = r.hour AND c.fs <= r.t AND c.ls.1 >= r.t) AS straddle
+        FROM refused AS r
+        LEFT JOIN
+        (
+            SELECT h, hour, fs, ls, toUInt8(0) AS is_miss FROM session_hours
+            UNION ALL
+            -- the session's refused misses themselves (answered, not a 2xx)
+            SELECT skh AS h, hour, t AS fs, (t, toUInt8(0)) AS ls, toUInt8(1) AS is_miss FROM refused
+        ) AS c ON c.h = r.skh
+        GROUP BY service, skh, t, hour
+    )
+) AS prev_rows,
+prev_all AS
+(
+    SELECT x.1 AS service, x.2 AS skh, x.3 AS t, x.4 AS hour, x.5 AS before, x.6 AS straddle FROM (SELECT arrayJoin(prev_rows) AS x)
+),
+straddled AS (SELECT skh, t, hour FROM prev_all WHERE straddle),
+straddle_prev AS
+(
+    SELECT s.skh AS skh, s.t AS t, max(if(l.t < s.t AND NOT l.pg, (l.t, toUInt8(l.ok)), (0., toUInt8(0)))) AS before_in_hour
+    FROM straddled AS s
+    INNER JOIN
+    (
+        SELECT toStartOfHour(ts) AS hour, skh, t, ok, pg
+        FROM proxy_access FINAL
+        WHERE toStartOfHour(ts) IN (SELECT hour FROM straddled) AND skh IN (SELECT skh FROM straddled)
+          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+          AND url_path IN {endpoint_paths:Array(String)}
+    ) AS l ON l.skh = s.skh AND l.hour = s.hour
+    GROUP BY s.skh, s.t
+),
+-- transitions (proxy_transitions.sql): the previous served request was a 2xx
+(
+    SELECT groupArray((service, skh, prev.1, t))
+    FROM
+    (
+        SELECT p.service AS service, p.skh AS skh, p.t AS t,
+               if(p.straddle AND sp.before_in_hour > p.before, sp.before_in_hour, p.before) AS prev
+        FROM prev_all AS p
+        LEFT JOIN straddle_prev AS sp ON sp.skh = p.skh AND sp.t = p.t
+    )
+    WHERE prev.2 = 1
+) AS transition_rows,
+-- the 5xx gaps, read once
+(SELECT groupArray((service, t, run, last_served, next_served)) FROM proxy_seq) AS seq_rows,
+seq AS (SELECT x.1 AS service, x.2 AS t, x.3 AS run, x.4 AS last_served, x.5 AS next_served FROM (SELECT arrayJoin(seq_rows) AS x)),
+trans AS
+(
+    -- matched: a gap of the same service lies between the two requests
+    SELECT service, lo, hi, gap.1 > lo AS matched
+    FROM
+    (
+        SELECT service, t AS hi, lo, is_gap,
+               max(if(is_gap = 1, (t, run), (0., 0.))) OVER (PARTITION BY service ORDER BY t, is_gap ROWS UNBOUNDED PRECEDING) AS gap
+        FROM
+        (
+            SELECT x.1 AS service, x.4 AS t, x.3 AS lo, toUInt8(0) AS is_gap, 0. AS run FROM (SELECT arrayJoin(transition_rows) AS x)
+            UNION ALL
+            SELECT service, t, 0. AS lo, toUInt8(1) AS is_gap, run FROM seq
+        )
+    )
+    WHERE is_gap = 0
+),
+proxy_spans AS
+(
+    -- gaps (proxy_restarts.sql): down from the last served request before the run,
+    -- up at the first after it
+    SELECT if(min(last_served) = 0, min(t), min(last_served)) AS lo,
+           if(max(next_served) >= 1e12, lo, max(next_served)) AS hi
+    FROM seq
+    GROUP BY service, run
+    UNION ALL
+    -- transitions that span no gap, merged by overlap: each group is one restart
+    SELECT max(lo) AS lo, min(hi) AS hi
+    FROM
+    (
+        SELECT service, lo, hi, sum(toUInt64(is_new)) OVER (PARTITION BY service ORDER BY lo, hi ROWS UNBOUNDED PRECEDING) AS cluster
+        FROM
+        (
+            SELECT service, lo, hi,
+                   lo > max(hi) OVER (PARTITION BY service ORDER BY lo, hi ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS is_new
+            FROM trans
+            WHERE NOT matched
+        )
+    )
+    GROUP BY service, cluster
+),
+-- server boots (server_boots.sql): each boot that follows an earlier one of its
+-- service, down from the previous boot's shutdown, else its last 2xx settlement,
+-- else its last event
+boots AS
+(
+    SELECT service, boot_id, min(toUnixTimestamp64Micro(ts)) / 1e6 AS t
+    FROM events
+    WHERE event_type = 'boot'
+      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+    GROUP BY service, boot_id
+),
+ordered AS
+(
+    SELECT boot_id, t, lagInFrame(boot_id, 1, '') OVER (PARTITION BY service ORDER BY t ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS prev_boot_id
+    FROM boots
+),
+(SELECT groupArray(prev_boot_id) FROM ordered WHERE prev_boot_id != '') AS prev_boots,
+activity AS
+(
+    SELECT boot_id, max(t_max) AS last_event_t, max(ok_2xx_max) AS last_ok_t, max(shutdown_t) AS shutdown_t
+    FROM
+    (
+        SELECT toString(boot_id) AS boot_id, t_max, ok_2xx_max, 0. AS shutdown_t
+        FROM server_sessions
+        WHERE whole_hours AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+          AND has(prev_boots, toString(boot_id))
+        UNION ALL
+        SELECT boot_id, t, if(event_type = 'settlement' AND http_status BETWEEN 200 AND 299, t, 0.), 0.
+        FROM raw_srv
+        WHERE has(prev_boots, boot_id)
+        UNION ALL
+        SELECT boot_id, toUnixTimestamp64Micro(ts) / 1e6 AS t, 0., if(event_type = 'shutdown', t, 0.)
+        FROM events
+        WHERE event_type IN ('boot', 'shutdown', 'remint', 'session_lifecycle', 'cap_snapshot', 'auth_challenge')
+          AND source = 'server' AND has(prev_boots, boot_id)
+          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+    )
+    GROUP BY boot_id
+),
+server_restarts AS
+(
+    SELECT multiIf(a.shutdown_t > 0, a.shutdown_t, a.last_ok_t > 0, a.last_ok_t, a.last_event_t > 0, a.last_event_t, o.t) AS lo, o.t AS hi
+    FROM ordered AS o
+    LEFT JOIN activity AS a ON a.boot_id = o.prev_boot_id
+    WHERE o.prev_boot_id != ''
+),
+(SELECT groupArray((lo, hi)) FROM server_restarts) AS server_spans,
 restarts AS
 (
     -- server restarts, plus proxy-inferred ones that bracket no server boot
-    SELECT groupArray((lo, hi)) AS spans
-    FROM
-    (
-        SELECT down_from AS lo, boot_t AS hi
-        FROM server_boots
-        WHERE is_restart
-        UNION ALL
-        SELECT p.down_from AS lo, ifNull(p.up_at, p.down_from) AS hi
-        FROM proxy_restarts AS p
-        WHERE NOT arrayExists(b -> b >= p.down_from - 1 AND b <= ifNull(p.up_at, p.down_from) + 1,
-            (SELECT groupArray(boot_t) FROM server_boots WHERE is_restart))
-    )
+    SELECT arrayConcat(server_spans, groupArray((p.lo, p.hi))) AS spans
+    FROM proxy_spans AS p
+    WHERE NOT arrayExists(b -> b.2 >= p.lo - 1 AND b.2 <= p.hi + 1, server_spans)
 ),
 -- recoveries of a stale session and when they happened: server re-mints, inferred
 -- pairs (the re-initialize), and refused misses the same client answered with an
 -- initialize; a stale session is recovered only by one at or after its last refused
 -- miss (2 s of clock slack), not by an earlier one
+remint_candidates AS
+(
+    -- inferred re-mints (proxy_remint_pairs.sql): a refused miss, then an initialize
+    -- from the same client within window_s; each replacement credited to the
+    -- latest miss before it
+    SELECT m.skh AS c_stale_h, argMin(i.h, i.t) AS c_replacement_h, min(i.t) AS c_init_t, argMin(m.t, i.t) AS c_miss_t
+    FROM refused AS m
+    INNER JOIN proxy_inits_all AS i ON i.clienth = m.clienth
+    WHERE i.t >= m.t AND i.t <= m.t + {window_s:Float64}
+    GROUP BY m.skh
+),
+server_refused_rows AS
+(
+    SELECT skh, t, arh, clienth
+    FROM server_requests
+    WHERE refused AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+),
+server_reinit AS
+(
+    -- server_refused.sql's next = 'initialize': the client (of the refused
+    -- arrival, else of the refused miss) initialized within window_s after it
+    SELECT r.skh AS skh, r.t AS t
+    FROM server_refused_rows AS r
+    LEFT JOIN
+    (
+        SELECT arh, clienth FROM server_requests
+        WHERE event_type = 'arrival' AND arh IN (SELECT arh FROM server_refused_rows WHERE arh != 0)
+          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+    ) AS a ON a.arh = r.arh AND r.arh != 0
+    INNER JOIN server_inits_all AS i ON i.clienth = if(a.arh != 0, a.clienth, r.clienth)
+    WHERE i.t > r.t AND i.t <= r.t + {window_s:Float64}
+),
 recovered_keys AS
 (
     SELECT skh, max(rt) AS rt
@@ -62,53 +335,89 @@ recovered_keys AS
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL
-        SELECT stale_h AS skh, init_t AS rt FROM proxy_remint_pairs
+        SELECT argMax(c_stale_h, c_miss_t) AS skh, min(c_init_t) AS rt FROM remint_candidates GROUP BY c_replacement_h
         UNION ALL
-        SELECT skh, t AS rt FROM server_refused WHERE next = 'initialize'
+        SELECT skh, t AS rt FROM server_reinit
     )
     GROUP BY skh
 ),
-proxy_inits AS (SELECT clienth, groupArray(t) AS ts FROM r WHERE init GROUP BY clienth),
-server_inits AS (SELECT clienth, groupArray(t) AS ts FROM srv WHERE init GROUP BY clienth),
+proxy_inits AS (SELECT clienth, groupArray(t) AS ts FROM proxy_inits_all GROUP BY clienth),
+server_inits AS (SELECT clienth, groupArray(t) AS ts FROM server_inits_all GROUP BY clienth),
 per_source AS
 (
-    -- one row per session and source (a session keeps its client; any one is kept)
-    SELECT skh, any(clienth) AS p_client, toUInt128(0) AS s_client, anyIf(ua_family, ua_family != '') AS ua_family,
-           anyIf(origin, origin != '') AS origin, countIf(refused) AS refused_n,
-           minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t, argMax(ok, t) AS last_ok_flag,
-           toUInt8(0) AS minted, toUInt8(1) AS used, maxIf(t, refused) AS last_refused
-    FROM r WHERE skh != 0 GROUP BY skh
+    -- one row per session and source: last_t is the source's latest request,
+    -- failed whether it failed (server: the latest settlement or refused miss;
+    -- ties between requests go to the failure), first_ok 0 = none
+    SELECT h, client AS p_client, toUInt128(0) AS s_client, ua_family, origin, used, minted,
+           if(isInfinite(first_ok), 0., first_ok) AS first_ok, last_ok, last.1 AS last_t, last.2 AS failed, last_refused
+    FROM
+    (
+        SELECT h, max(client) AS client, max(ua_family) AS ua_family, max(origin) AS origin, max(used) AS used, max(minted) AS minted,
+               min(first_ok) AS first_ok, max(last_ok) AS last_ok, max(last) AS last, max(last_refused) AS last_refused
+        FROM
+        (
+            SELECT h, client, ua_family, origin, used, minted, first_ok, last_ok, last, last_refused
+            FROM proxy_sessions
+            WHERE proxy_rollup AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+              AND url_path IN {endpoint_paths:Array(String)}
+            UNION ALL
+            SELECT if(skh != 0, skh, rkh) AS h, clienth, toString(ua_family), toString(origin), toUInt8(skh != 0), toUInt8(init),
+                   if(skh != 0 AND ok, t, inf), if(skh != 0 AND ok, t, 0.), if(skh != 0, (t, toUInt8(NOT ok)), (0., toUInt8(0))),
+                   if(skh != 0 AND refused, t, 0.)
+            FROM raw_lines
+        )
+        GROUP BY h
+    )
     UNION ALL
-    SELECT rkh AS skh, clienth AS p_client, toUInt128(0) AS s_client, ua_family, origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
-    FROM r WHERE init
-    UNION ALL
-    SELECT skh, toUInt128(0) AS p_client, any(clienth) AS s_client, anyIf(ua_family, ua_family != '') AS ua_family, '' AS origin,
-           countIf(refused) AS refused_n, minIf(t, ok) AS first_ok, maxIf(t, ok) AS last_ok, countIf(ok) AS ok_n, max(t) AS last_t,
-           argMaxIf(ok, t, event_type != 'arrival') AS last_ok_flag, toUInt8(0), toUInt8(1), maxIf(t, refused)
-    FROM srv WHERE skh != 0 AND NOT init GROUP BY skh
-    UNION ALL
-    SELECT mkh AS skh, toUInt128(0) AS p_client, clienth AS s_client, ua_family, '' AS origin, 0, 0., 0., 0, 0., 1, toUInt8(1), toUInt8(0), 0.
-    FROM srv WHERE event_type = 'settlement' AND mkh != 0
+    SELECT h, toUInt128(0) AS p_client, client AS s_client, ua_family, '' AS origin, used, minted,
+           if(isInfinite(first_ok), 0., first_ok) AS first_ok, last_ok, last_t,
+           -- no settlement or refused miss: not a success
+           if(last.1 = 0, toUInt8(1), last.2) AS failed, last_refused
+    FROM
+    (
+        SELECT h, max(client) AS client, max(ua_family) AS ua_family, max(used) AS used, max(minted) AS minted,
+               min(first_ok) AS first_ok, max(last_ok) AS last_ok, max(last_t) AS last_t, max(last) AS last, max(last_refused) AS last_refused
+        FROM
+        (
+            SELECT h, client, ua_family, used, minted, first_ok, last_ok, last_t, last, last_refused
+            FROM server_sessions
+            WHERE whole_hours AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+              AND ({service:String} = '' OR service = {service:String})
+              AND ({environment:String} = '' OR environment = {environment:String})
+              AND h != 0
+            UNION ALL
+            SELECT k.1 AS h, if(k.2 = 1 OR NOT init, clienth, toUInt128(0)), if(k.2 = 1 OR NOT init, ua_family, ''),
+                   toUInt8(k.2 = 0 AND NOT init), toUInt8(k.2 = 1),
+                   if(k.2 = 0 AND ok, t, inf), if(k.2 = 0 AND ok, t, 0.), if(k.2 = 0 AND NOT init, t, 0.),
+                   if(k.2 = 0 AND event_type != 'arrival', (t, toUInt8(NOT ok)), (0., toUInt8(0))), if(k.2 = 0 AND refused, t, 0.)
+            FROM raw_srv
+            ARRAY JOIN [(skh, toUInt8(0)), (mkh, toUInt8(1))] AS k
+            WHERE k.1 != 0 AND (k.2 = 0 OR event_type = 'settlement')
+        )
+        GROUP BY h
+    )
+    WHERE used = 1 OR minted = 1
 ),
 per_session AS
 (
     SELECT
-        skh AS session_key,
-        anyIf(ua_family, ua_family != '') AS ua_family,
-        anyIf(origin, origin != '') AS origin,
-        anyIf(p_client, p_client != 0) AS p_client,
-        anyIf(s_client, s_client != 0) AS s_client,
+        h AS session_key,
+        max(ua_family) AS ua_family,
+        max(origin) AS origin,
+        max(p_client) AS p_client,
+        max(s_client) AS s_client,
         max(minted) = 1 AS was_minted,
         max(used) = 1 AS was_used,
-        sum(refused_n) > 0 AS is_stale,
+        max(last_refused) > 0 AS is_stale,
         minIf(first_ok, first_ok > 0) AS first_ok_t,
         max(last_ok) AS last_ok_t,
-        sum(ok_n) AS ok_count,
         max(last_t) AS session_last_t,
         max(last_refused) AS last_refused_t,
-        argMax(last_ok_flag, last_t) = 0 AND max(used) = 1 AS last_failed
+        -- the latest request of either source; a request one source saw fail
+        -- (a 2xx carrying a tool error) failed
+        max((last_t, failed)).2 = 1 AND max(used) = 1 AS last_failed
     FROM per_source
-    GROUP BY skh
+    GROUP BY h
 )
 SELECT
     s.ua_family AS ua_family,
@@ -121,8 +430,8 @@ SELECT
     countIf(last_failed
             AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, pi.ts)
             AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, si.ts)) AS abandoned_after_failure,
-    countIf(ok_count > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
-    countIf(ok_count > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
+    countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
+    countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
 FROM per_session AS s
 LEFT JOIN recovered_keys AS rk ON rk.skh = s.session_key
 LEFT JOIN proxy_inits AS pi ON pi.clienth = s.p_client

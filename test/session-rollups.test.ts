@@ -1,0 +1,127 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../core/config.ts';
+import { runQuery } from '../queries/index.ts';
+import { applyRetention, loadMigrations, migrate, openStore, type Store } from '../store/index.ts';
+import { T0_MICROS } from './fixtures/proxy-scenario.ts';
+import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
+
+// session_continuity reads whole hours from the per-session rollups of
+// schema/migrations/0008 (proxy_sessions, server_sessions) and the hours its range
+// cuts from the rows. Whatever the split, the answer must be the one the rows give.
+// The store starts as migrations 0001-0007 left it, with every scenario's events
+// in it, so the migration's backfill is what the rollups hold at first.
+
+let store: Store;
+let dir: string;
+const body = (rows: Array<Record<string, unknown>>) => rows.map((r) => JSON.stringify(r)).join('\n');
+const hour = (h: number, m = 0) => `2026-11-30 ${String(h).padStart(2, '0')}:${String(m).padStart(2, '0')}:00`;
+const count = async (table: string) => (await store.query<{ c: number }>(`SELECT count() AS c FROM ${table}`))[0]!.c;
+const continuity = (params: Record<string, unknown> = {}) => runQuery<Record<string, unknown>>(store, 'session_continuity', params);
+
+// Every scenario, shifted to start 20 to 50 minutes after 04:00 (they last up to an
+// hour), so that sessions cross the 05:00 boundary and all events lie in
+// 04:20-05:50: the range 04:10-05:55 then covers no whole hour (the rows only) and
+// the default range covers 04:00-06:00 whole (the rollups only).
+const events: Array<Record<string, unknown>> = SCENARIO_NAMES.flatMap((name, i) =>
+  scenarioEvents(name).map((e) => ({ ...e, ts: (e.ts as number) + (1200 + (i % 4) * 600) * 1e6 })),
+);
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'continuity-rollups-'));
+  store = await openStore(loadConfig({ CONTINUITY_HASH_KEY: '00112233445566778899aabbccddeeff' }, { dataDir: dir }));
+  await migrate(store, { migrations: loadMigrations().filter((m) => m.version <= 7) });
+  await store.insertJsonEachRow('events', body(events), { dedupToken: 'scenarios' });
+});
+afterAll(async () => {
+  await store?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the session rollups (migration 0008)', () => {
+  it('are filled from an existing store’s events when migrated, and by the views from then on', async () => {
+    expect(Math.min(...events.map((e) => e.ts as number))).toBeGreaterThanOrEqual(T0_MICROS + 1200e6);
+    expect(await migrate(store)).toEqual([8]);
+    expect(await count('proxy_sessions')).toBeGreaterThan(0);
+    expect(await count('server_sessions')).toBeGreaterThan(0);
+    // the whole-hour answer (from the backfilled rollups) is the rows' answer
+    const rows = await continuity({ t_from: hour(4, 10), t_to: hour(5, 55) });
+    expect(rows.length).toBeGreaterThan(1);
+    expect(await continuity()).toEqual(rows);
+    // a new session written after the migration reaches the rollup through the view
+    const before = await count('proxy_sessions');
+    const line = { ...events.find((e) => e.event_type === 'proxy_access' && e.request_session_key)!, event_id: '00000000-0000-8000-8000-000000000001', request_session_key: 'a-new-session' };
+    await store.insertJsonEachRow('events', body([line]), { dedupToken: 'new-line' });
+    expect(await count('proxy_sessions')).toBe(before + 1);
+  });
+
+  it('give the rows’ answer whatever hours the range cuts', async () => {
+    const raw = await continuity({ t_from: hour(4, 10), t_to: hour(5, 55) });
+    const totals = Object.fromEntries(
+      ['sessions', 'minted_unused', 'stale', 'recovered', 'unrecovered_stale', 'abandoned_after_failure', 'survived_1'].map((k) => [
+        k,
+        raw.reduce((n, r) => n + Number(r[k]), 0),
+      ]),
+    );
+    // the scenarios exercise every count this compares
+    for (const [k, n] of Object.entries(totals)) expect(n, k).toBeGreaterThan(0);
+    for (const [from, to] of [
+      [hour(4), hour(6)], // both hours whole: rollups only
+      [hour(4, 10), hour(6)], // 04:10-05:00 from the rows, 05:00-06:00 whole
+      [hour(4), hour(5, 55)], // 04:00-05:00 whole, 05:00-05:55 from the rows
+    ]) {
+      expect(await continuity({ t_from: from, t_to: to }), `${from} - ${to}`).toEqual(raw);
+    }
+    // a window that ends inside the data: whole 04:00-05:00 and the rows of 05:00-05:20,
+    // against the rows alone (04:10-05:20 holds no whole hour)
+    expect(await continuity({ t_from: hour(4), t_to: hour(5, 20) })).toEqual(await continuity({ t_from: hour(4, 10), t_to: hour(5, 20) }));
+    // a service filter reads the proxy rows (labels: see below); the server rollup still serves it
+    for (const service of ['s8', 's9b']) {
+      expect(await continuity({ service }), service).toEqual(await continuity({ service, t_from: hour(4, 10), t_to: hour(5, 55) }));
+    }
+  });
+
+  it('do not count a retried batch or a copy of an event twice', async () => {
+    // a batch written after the migration (scenario s8 an hour later, new event ids)
+    const later = scenarioEvents('s8').map((e) => ({ ...e, ts: (e.ts as number) + 3 * 3600e6 }));
+    await store.insertJsonEachRow('events', body(later), { dedupToken: 'later' });
+    const expected = await continuity();
+    const proxyRows = await count('proxy_sessions');
+    const serverRows = await count('server_sessions');
+    // the same batch again, same token: dropped, in the rollups too
+    await store.insertJsonEachRow('events', body(later), { dedupToken: 'later' });
+    expect(await count('proxy_sessions')).toBe(proxyRows);
+    expect(await count('server_sessions')).toBe(serverRows);
+    // every event again in another batch (another token): written again, and every
+    // rollup column is a minimum, maximum, existence or set, so nothing changes
+    await store.insertJsonEachRow('events', body([...events, ...later]), { dedupToken: 'scenarios-again' });
+    expect(await count('proxy_sessions')).toBeGreaterThan(proxyRows);
+    expect(await continuity()).toEqual(expected);
+    expect(await continuity({ t_from: hour(4, 10), t_to: hour(9, 55) })).toEqual(expected);
+  });
+
+  it('count a line re-imported under another --service only under its newest label', async () => {
+    const all = await continuity();
+    const s13 = events.filter((e) => e.service === 's13');
+    const before = await continuity({ service: 's13', t_to: hour(6) });
+    expect(before.length).toBeGreaterThan(0);
+    await store.insertJsonEachRow('events', body(s13.map((e) => ({ ...e, service: 's13-relabelled' }))), { dedupToken: 'relabel' });
+    expect(await continuity({ service: 's13-relabelled', t_to: hour(6) })).toEqual(before);
+    // nothing is left under the old label, whole hours or cut
+    expect(await continuity({ service: 's13', t_to: hour(6) })).toEqual([]);
+    expect(await continuity({ service: 's13', t_from: hour(4, 10), t_to: hour(5, 55) })).toEqual([]);
+    // unfiltered, a label changes nothing
+    expect(await continuity()).toEqual(all);
+  });
+
+  it('expire with the events', async () => {
+    await applyRetention(store, 30);
+    const rows = await store.query<{ name: string; q: string }>(
+      `SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name IN ('proxy_sessions', 'server_sessions')`,
+    );
+    expect(rows.map((r) => r.name).sort()).toEqual(['proxy_sessions', 'server_sessions']);
+    for (const r of rows) expect(r.q, r.name).toMatch(/TTL toDateTime\(ts\) \+ toIntervalDay\(30\)/);
+  });
+});
