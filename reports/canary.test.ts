@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../core/errors.ts';
-import { authDeploy, failingDeploy, HOSTILE_UA, passingDeploy, proxyOnlyDeploy } from '../test/fixtures/canary-scenarios.ts';
+import { authDeploy, failingDeploy, failingThirdBoot, HOSTILE_UA, passingDeploy, proxyOnlyDeploy } from '../test/fixtures/canary-scenarios.ts';
 import { insertEvents } from '../test/fixtures/proxy-scenario.ts';
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
@@ -20,7 +20,7 @@ beforeAll(async () => {
   quiet.boot(0, 'v1');
   quiet.session('quiet-A', 1, 3);
   quiet.boot(7200, 'v2');
-  await insertEvents(t.store, [...passingDeploy(), ...failingDeploy(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events]);
+  await insertEvents(t.store, [...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events]);
 });
 afterAll(async () => {
   await t?.close();
@@ -142,6 +142,33 @@ describe('a failing deploy: proxy 5xx in the gap, stale sessions, a request that
     expect(commands.some((c) => c.startsWith('continuity query session_continuity '))).toBe(true);
     expect(commands.some((c) => c.startsWith('continuity sql ') && c.includes("boot_id = 'boot-fail-0'"))).toBe(true);
     expect(commands.at(-1)).toBe(`continuity report --from ${r.window!.from} --to ${r.window!.to} --service fail`);
+  });
+});
+
+describe('a deploy whose previous boot was itself a restart', () => {
+  it('reads the deploy over the previous boot’s lifetime and reports what the whole range reports', async () => {
+    // Every `restarts` read the report makes, with its range.
+    const reads: Array<Record<string, unknown>> = [];
+    const query = t.store.query.bind(t.store);
+    const spy = { ...t.store, query: ((sql: string, params?: Record<string, unknown>) => {
+      if (sql.startsWith('-- restarts:')) reads.push(params ?? {});
+      return query(sql, params);
+    }) as typeof t.store.query };
+    const third = await buildCanaryReport(spy, { deploy: 'latest', service: 'third' });
+    const fail = await canary('fail', 'v2');
+    // one read, over v1's lifetime and the deploy window, not over all time
+    expect(reads).toHaveLength(1);
+    expect(String(reads[0]!.t_from)).toMatch(/^2026-11-30.03:59:00/);
+    expect(third.deploy).toMatchObject({ boot_id: 'boot-third-16.9', release: 'v2', previous_release: 'v1', previous_boot_id: 'boot-third-0' });
+    const same = (r: CanaryReport) => ({
+      verdict: r.verdict,
+      // (the service's first restart has no previous release; this one follows v1)
+      deploy: { ...r.deploy, boot_id: undefined, previous_boot_id: undefined, previous_release: undefined, service: undefined, requested: undefined },
+      window: r.window,
+      gates: r.gates.map((g) => [g.id, g.value, g.verdict, { ...g.numbers, ended_boot_id: undefined }]),
+      bounds: r.bounds.map((b) => [b.id, b.successes, b.trials, b.lower]),
+    });
+    expect(same(third)).toEqual(same(fail));
   });
 });
 
