@@ -3,7 +3,7 @@ import { extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
-import { bindParams, runQuery, withFragments } from '../queries/index.ts';
+import { runQuery } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -398,7 +398,7 @@ const EPOCH = 0;
 /**
  * Builds the canary report for one deploy.
  *
- * Resolving `deploy` (server restarts from the boot list; see {@link findDeploy}):
+ * Resolving `deploy` (from the `restarts` query over everything in scope):
  * `latest` is the most recent server restart (a boot after an earlier boot of the
  * same service), else the most recent proxy-inferred restart; otherwise a boot_id
  * of a server restart, else the first server restart whose release equals it.
@@ -439,9 +439,9 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   });
 
   // -- the deploy ---------------------------------------------------------------
-  const found = await findDeploy(store, requested, common, afterS);
-  const restarts = found.restarts;
+  const restarts = (await runQuery<RestartRow>(store, 'restarts', common)).slice();
   const at = (r: RestartRow) => storeTimeToMicros(r.up_at ?? r.down_from);
+  restarts.sort((a, b) => at(a) - at(b));
   const services = [...new Set(restarts.map((r) => r.service).filter(Boolean))];
   if (!scope.service && services.length > 1) {
     notes.push(`The store holds restarts of several services (${services.join(', ')}) and no --service was given: the gates count events of all of them.`);
@@ -452,7 +452,9 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     );
   }
   const serverRows = restarts.filter((r) => r.source === 'server');
-  const row = found.row;
+  let row: RestartRow | undefined;
+  if (requested === 'latest') row = serverRows.at(-1) ?? restarts.at(-1);
+  else row = serverRows.find((r) => r.boot_id === requested) ?? serverRows.find((r) => r.release === requested);
   if (!row) {
     const releases = [...new Set(serverRows.map((r) => r.release).filter(Boolean))];
     return cannot(
@@ -907,90 +909,6 @@ function nextSteps(
     command: `continuity report --from ${c.W.from} --to ${c.W.to}${c.scope.service ? ` --service ${shellQuote(c.scope.service)}` : ''}`,
   });
   return out;
-}
-
-/** A row of the `server_boot_list` fragment (queries/sql/lib/server_boot_list.sql). */
-interface BootRow {
-  service: string;
-  boot_id: string;
-  release: string;
-  prev_boot_id: string;
-  /** The boot's time as `restarts` prints it (`up_at`), and in seconds. */
-  up_at: string;
-  t: number;
-}
-
-/** The server boots in scope, in time order; a cheap read of `boot` events only. */
-const BOOT_LIST_SQL = withFragments(`-- requires: server_boot_list
-SELECT service, boot_id, release, prev_boot_id, toDateTime64(t, 6, 'UTC') AS up_at, t
-FROM server_boot_list
-ORDER BY t, service`);
-
-/**
- * Resolves `requested` (see {@link buildCanaryReport}) to its restart row, and lists
- * the restarts in scope (server restarts, plus proxy-inferred ones near the deploy).
- *
- * The whole-range `restarts` query infers every restart from the proxy log: 4.4 s of
- * a 9 s report at 10M events. A server deploy does not need that. The server restarts
- * come from the boot list (`boot` events only). The deploy's own row comes from
- * `restarts` over the previous boot's lifetime and the deploy window (a minute wider
- * on each side). The report reads its other evidence over that same span (`L`).
- * Over that span the row's server fields (down_from, up_at, downtime_s) are exact:
- * the boot before and everything it did lie inside it. The proxy's part of its
- * `evidence` counts only sessions seen inside the span: a session idle since before
- * the previous boot no longer adds `session_refusals`. (On the 10M-event store, all 22
- * server restarts kept their evidence; 11 had fewer `sessions_refused`, a column the
- * report does not show.) Falls back to the whole range when the deploy is a service's
- * second boot, when there is no server restart, or when the row is not found.
- */
-async function findDeploy(
-  store: Store,
-  requested: string,
-  common: Record<string, string | number>,
-  afterS: number,
-): Promise<{ restarts: RestartRow[]; row: RestartRow | undefined }> {
-  const whole = async (): Promise<{ restarts: RestartRow[]; row: RestartRow | undefined }> => {
-    const restarts = (await runQuery<RestartRow>(store, 'restarts', common)).slice();
-    restarts.sort((a, b) => restartAt(a) - restartAt(b));
-    const server = restarts.filter((r) => r.source === 'server');
-    const row = requested === 'latest' ? (server.at(-1) ?? restarts.at(-1)) : (server.find((r) => r.boot_id === requested) ?? server.find((r) => r.release === requested));
-    return { restarts, row };
-  };
-  const boots = await store.query<BootRow>(BOOT_LIST_SQL, bindParams('restarts', common));
-  const serverRestarts = boots.filter((b) => b.prev_boot_id !== '');
-  if (serverRestarts.length === 0) return whole();
-  const deploy =
-    requested === 'latest'
-      ? serverRestarts.at(-1)
-      : (serverRestarts.find((b) => b.boot_id === requested) ?? serverRestarts.find((b) => b.release === requested));
-  const asRestart = (b: BootRow): RestartRow => ({
-    service: b.service,
-    source: 'server',
-    evidence: 'server_boot',
-    boot_id: b.boot_id,
-    release: b.release,
-    down_from: b.up_at,
-    up_at: b.up_at,
-    downtime_s: null,
-    proxy_5xx: 0,
-  });
-  if (!deploy) return { restarts: serverRestarts.map(asRestart), row: undefined };
-  const before = boots.find((b) => b.service === deploy.service && b.boot_id === deploy.prev_boot_id);
-  // The boot before is the service's first: the report reads everything before the deploy anyway.
-  if (!before || before.prev_boot_id === '') return whole();
-  const fromUs = Math.round(before.t * 1e6) - 60_000_000;
-  const toUs = Math.round(deploy.t * 1e6) + Math.round(afterS * 1e6) + 60_000_000;
-  const near = await runQuery<RestartRow>(store, 'restarts', { ...common, t_from: isoMicros(Math.max(EPOCH, fromUs)), t_to: isoMicros(toUs) });
-  const row = near.find((r) => r.source === 'server' && r.service === deploy.service && r.boot_id === deploy.boot_id);
-  if (!row) return whole();
-  // The other restarts keep the boot list's times; only the deploy's row is read in full.
-  const restarts = [...serverRestarts.filter((b) => b !== deploy).map(asRestart), row, ...near.filter((r) => r.source !== 'server')];
-  restarts.sort((a, b) => restartAt(a) - restartAt(b));
-  return { restarts, row };
-}
-
-function restartAt(r: RestartRow): number {
-  return storeTimeToMicros(r.up_at ?? r.down_from);
 }
 
 /** Query parameters for a range; a range from the epoch leaves `t_from` at its default (everything). */

@@ -3,10 +3,27 @@
 --   down_from   the previous boot's shutdown, else its last 2xx settlement,
 --               else its last event (a kill -9 leaves no shutdown event)
 --   is_restart  a previous boot of the same service exists in the range
--- requires: server_boot_list
 
 WITH
-ordered AS (SELECT * FROM server_boot_list),
+b AS
+(
+    SELECT service, boot_id, any(release) AS release, any(instance) AS instance,
+           min(toUnixTimestamp64Micro(ts)) / 1e6 AS t
+    FROM events
+    WHERE event_type = 'boot'
+      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+    GROUP BY service, boot_id
+),
+ordered AS
+(
+    SELECT service, boot_id, release, instance, t,
+           lagInFrame(boot_id, 1, '') OVER w AS prev_boot_id,
+           lagInFrame(release, 1, '') OVER w AS prev_release
+    FROM b
+    WINDOW w AS (PARTITION BY service ORDER BY t ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+),
 activity AS
 (
     -- what the boots that some boot followed did in the range: the requests from
