@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../core/errors.ts';
-import { authDeploy, failingDeploy, failingThirdBoot, HOSTILE_UA, passingDeploy, proxyOnlyDeploy } from '../test/fixtures/canary-scenarios.ts';
+import { authDeploy, failingDeploy, failingThirdBoot, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy } from '../test/fixtures/canary-scenarios.ts';
 import { insertEvents } from '../test/fixtures/proxy-scenario.ts';
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
@@ -20,7 +20,7 @@ beforeAll(async () => {
   quiet.boot(0, 'v1');
   quiet.session('quiet-A', 1, 3);
   quiet.boot(7200, 'v2');
-  await insertEvents(t.store, [...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events]);
+  await insertEvents(t.store, [...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...overlappingDeploy()]);
 });
 afterAll(async () => {
   await t?.close();
@@ -195,6 +195,14 @@ describe('cannot evaluate (exit code 2)', () => {
   it('a first boot is not a deploy', async () => {
     const r = await canary('pass', 'v1');
     expect(r.exit_code).toBe(2);
+  });
+
+  it('the boot before was still serving past the deploy window (overlapping instances): says so and how to widen it', async () => {
+    const r = await canary('overlap', 'v2', { afterS: 60 });
+    expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: { boot_id: 'boot-overlap-100', release: 'v2' } });
+    expect(r.reason).toMatch(/still active until 2026-11-30T04:05:30\.000000Z, 230\.000 s after the new boot .* --after longer than 230 s/);
+    // with a window long enough the deploy is judged
+    expect((await canary('overlap', 'v2', { afterS: 600 })).verdict).not.toBe('cannot_evaluate');
   });
 
   it('a deploy window without a single request', async () => {

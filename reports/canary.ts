@@ -484,6 +484,14 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   const downUs = storeTimeToMicros(deployRow.down_from);
   const bootUs = at(deployRow);
   const endUs = bootUs + Math.round(afterS * 1e6);
+  if (downUs >= endUs) {
+    // Overlapping instances: the boot before was still serving (or shut down) after the
+    // window would end, so the window [down_from, boot + after] would be empty.
+    return cannot(
+      `the boot before this deploy was still active until ${isoMicros(downUs)}, ${((downUs - bootUs) / 1e6).toFixed(3)} s after the new boot and past the deploy window's end (${isoMicros(endUs)}, --after ${afterS} s): the window would be empty; rerun with an --after longer than ${Math.ceil((downUs - bootUs) / 1e6)} s`,
+      deploy,
+    );
+  }
   const baseUs = options.baselineS !== undefined ? Math.round(options.baselineS * 1e6) : endUs - downUs;
   const lifeFromUs = previous ? at(previous) : EPOCH;
   const range = (fromUs: number, toUs: number): TimeRange => ({ from: isoMicros(fromUs), to: isoMicros(toUs), seconds: (toUs - fromUs) / 1e6 });
