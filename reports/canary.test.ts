@@ -20,7 +20,16 @@ beforeAll(async () => {
   quiet.boot(0, 'v1');
   quiet.session('quiet-A', 1, 3);
   quiet.boot(7200, 'v2');
-  await insertEvents(t.store, [...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...overlappingDeploy()]);
+  // two services restarting at the same microsecond, after every other deploy here
+  const tiedDeploys = ['zeta', 'mid'].flatMap((svc) => {
+    const s = new ServerScenario(svc);
+    for (const [at, release] of [[9000, 'tie1'], [9100, 'tie2']] as const) {
+      s.boot(at, release);
+      s.session(`${svc}-${release}`, at + 1, 3);
+    }
+    return s.events;
+  });
+  await insertEvents(t.store, [...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...overlappingDeploy()]);
 });
 afterAll(async () => {
   await t?.close();
@@ -203,6 +212,13 @@ describe('cannot evaluate (exit code 2)', () => {
     expect(r.reason).toMatch(/still active until 2026-11-30T04:05:30\.000000Z, 230\.000 s after the new boot .* --after longer than 230 s/);
     // with a window long enough the deploy is judged
     expect((await canary('overlap', 'v2', { afterS: 600 })).verdict).not.toBe('cannot_evaluate');
+  });
+
+  it('restarts at the same moment in two services: latest is the last by service name, whatever order the store returns', async () => {
+    // (tiedDeploys, in the store: zeta and mid restart at the same microsecond, after every other deploy)
+    const r = await buildCanaryReport(t.store, { deploy: 'latest' });
+    expect(r.deploy).toMatchObject({ boot_id: 'boot-zeta-9100', service: 'zeta' });
+    expect((await buildCanaryReport(t.store, { deploy: 'tie2' })).deploy).toMatchObject({ boot_id: 'boot-mid-9100' });
   });
 
   it('a deploy window without a single request', async () => {

@@ -441,7 +441,9 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   // -- the deploy ---------------------------------------------------------------
   const restarts = (await runQuery<RestartRow>(store, 'restarts', common)).slice();
   const at = (r: RestartRow) => storeTimeToMicros(r.up_at ?? r.down_from);
-  restarts.sort((a, b) => at(a) - at(b));
+  // In time order; restarts at the same microsecond by service, then boot id (the
+  // query's ORDER BY leaves ties in any order, and `latest` must not depend on it).
+  restarts.sort((a, b) => at(a) - at(b) || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
   const services = [...new Set(restarts.map((r) => r.service).filter(Boolean))];
   if (!scope.service && services.length > 1) {
     notes.push(`The store holds restarts of several services (${services.join(', ')}) and no --service was given: the gates count events of all of them.`);
