@@ -69,6 +69,7 @@ describe('the session rollups (migration 0008)', () => {
     for (const [k, n] of Object.entries(totals)) expect(n, k).toBeGreaterThan(0);
     for (const [from, to] of [
       [hour(4), hour(6)], // both hours whole: rollups only
+      ['1960-01-01 00:00:00', '2199-01-01 00:00:00'], // beyond the rollup's hours (DateTime: 1970-2106)
       [hour(4, 10), hour(6)], // 04:10-05:00 from the rows, 05:00-06:00 whole
       [hour(4), hour(5, 55)], // 04:00-05:00 whole, 05:00-05:55 from the rows
     ]) {

@@ -68,7 +68,8 @@ raw_srv AS
 -- the hours that hold a refused miss (any label: the rollup keeps every copy)
 (
     SELECT groupUniqArray(ts) FROM proxy_sessions
-    WHERE last_refused > 0 AND ts >= toStartOfHour({t_from:DateTime64(6)}) AND ts < {t_to:DateTime64(6)}
+    WHERE last_refused > 0 AND ts >= toDateTime(intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6)}), 0), 3600000000) * 3600, 'UTC')
+      AND ts < {t_to:DateTime64(6)}
 ) AS refused_hours,
 -- the proxy's refused misses on a session, read once (FINAL: under the newest
 -- label) from those hours only
@@ -107,7 +108,7 @@ proxy_inits_all AS (SELECT x.1 AS h, x.2 AS clienth, x.3 AS t FROM (SELECT array
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ) AS server_init_rows,
-server_inits_all AS (SELECT x.1 AS clienth, x.2 AS t FROM (SELECT arrayJoin(server_init_rows) AS x)),
+server_inits AS (SELECT x.1 AS clienth, groupArray(x.2) AS ts FROM (SELECT arrayJoin(server_init_rows) AS x) GROUP BY clienth),
 -- each refused miss's previous upstream-served request of its session (prev:
 -- (t, ok); (0, 0) = none): the session's other refused misses, and its other
 -- answered requests by the hour: an earlier hour's latest, or its own hour's
@@ -300,13 +301,16 @@ remint_candidates AS
     WHERE i.t >= m.t AND i.t <= m.t + {window_s:Float64}
     GROUP BY m.skh
 ),
-server_refused_rows AS
 (
-    SELECT skh, t, arh, clienth
+    SELECT groupArray((skh, t, arh, clienth))
     FROM server_requests
     WHERE refused AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
+) AS server_refused_array,
+server_refused_rows AS
+(
+    SELECT x.1 AS skh, x.2 AS t, x.3 AS arh, x.4 AS clienth FROM (SELECT arrayJoin(server_refused_array) AS x)
 ),
 server_reinit AS
 (
@@ -322,8 +326,8 @@ server_reinit AS
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
     ) AS a ON a.arh = r.arh AND r.arh != 0
-    INNER JOIN server_inits_all AS i ON i.clienth = if(a.arh != 0, a.clienth, r.clienth)
-    WHERE i.t > r.t AND i.t <= r.t + {window_s:Float64}
+    INNER JOIN server_inits AS i ON i.clienth = if(a.arh != 0, a.clienth, r.clienth)
+    WHERE arrayExists(x -> x > r.t AND x <= r.t + {window_s:Float64}, i.ts)
 ),
 recovered_keys AS
 (
@@ -342,7 +346,6 @@ recovered_keys AS
     GROUP BY skh
 ),
 proxy_inits AS (SELECT clienth, groupArray(t) AS ts FROM proxy_inits_all GROUP BY clienth),
-server_inits AS (SELECT clienth, groupArray(t) AS ts FROM server_inits_all GROUP BY clienth),
 per_source AS
 (
     -- one row per session and source: last_t is the source's latest request,
