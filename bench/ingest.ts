@@ -215,13 +215,32 @@ async function waitCommitted(brokers: string[], topic: string, total: number, gr
   }
 }
 
+/** Events [0, n) of run `seed` in chunks of `chunk`, made now (before a clock starts). */
+function makeChunks(seed: string, n: number, chunk: number): ContinuityEvent[][] {
+  const nowMicros = Date.now() * 1000;
+  const chunks: ContinuityEvent[][] = [];
+  for (let from = 0; from < n; from += chunk) {
+    const events: ContinuityEvent[] = [];
+    for (let i = from; i < Math.min(n, from + chunk); i++) events.push(benchEvent(seed, i, nowMicros));
+    chunks.push(events);
+  }
+  return chunks;
+}
+
+/** When a send started and ended (ms since the epoch) and the CPU it took (s). */
+interface Sent {
+  t0: number;
+  t1: number;
+  cpuS: number;
+}
+
 /**
  * Sends events [0, n) through the gateway's sink, `chunk` per accept, 8 accepts at a time.
  * Unpaced, every chunk is made before the clock starts (the events' making is not the
  * pipeline's work, and the raw insert does not time it either); paced to `rate`/s, each
  * chunk is made when due and stamped with its send time.
  */
-async function produce(brokers: string[], topic: string, seed: string, n: number, options: { rate?: number; stampSend?: boolean }): Promise<{ t0: number; t1: number; cpuS: number }> {
+async function produce(brokers: string[], topic: string, seed: string, n: number, options: { rate?: number; stampSend?: boolean }): Promise<Sent> {
   const sink = createKafkaProducerSink({ kafka: configFor(brokers, topic, tmpdir()).kafka!, maxQueuedEvents: 200_000 });
   await sink.start();
   const nowMicros = Date.now() * 1000;
@@ -236,8 +255,7 @@ async function produce(brokers: string[], topic: string, seed: string, n: number
     }
     return events;
   };
-  const made: ContinuityEvent[][] = [];
-  if (!options.rate) for (let from = 0; from < n; from += chunk) made.push(make(from));
+  const made = options.rate ? [] : makeChunks(seed, n, chunk);
   const inFlight = new Set<Promise<void>>();
   const cpu0 = process.cpuUsage();
   const t0 = Date.now();
@@ -282,7 +300,7 @@ function brokerCpuSeconds(): number | undefined {
  * 10,000 events per produce request, one request in flight, as the gateway's sink sends.
  * Only the producing half is swapped; the consumer is the project's (kafkajs).
  */
-async function producePlatformatic(brokers: string[], topic: string, seed: string, n: number): Promise<{ t0: number; t1: number; cpuS: number }> {
+async function producePlatformatic(brokers: string[], topic: string, seed: string, n: number): Promise<Sent> {
   const config = configFor(brokers, topic, tmpdir());
   const admin = createKafka(config.kafka!, { clientId: 'bench-provision' }).admin();
   await admin.connect();
@@ -299,14 +317,7 @@ async function producePlatformatic(brokers: string[], topic: string, seed: strin
     acks: -1,
     compression: 'gzip',
   });
-  const nowMicros = Date.now() * 1000;
-  const chunk = 10_000;
-  const made: ContinuityEvent[][] = [];
-  for (let from = 0; from < n; from += chunk) {
-    const events: ContinuityEvent[] = [];
-    for (let i = from; i < Math.min(n, from + chunk); i++) events.push(benchEvent(seed, i, nowMicros));
-    made.push(events);
-  }
+  const made = makeChunks(seed, n, 10_000);
   const cpu0 = process.cpuUsage();
   const t0 = Date.now();
   for (let k = 0; k < made.length; k++) {
@@ -366,25 +377,35 @@ async function main(): Promise<void> {
   console.error(`raw JSONEachRow insert: ${JSON.stringify(raw)}`);
 
   // (b) end to end
-  const topic = `${seed}-e2e`;
-  const dirB = mkdtempSync(join(tmpdir(), 'continuity-bench-e2e-'));
   const consumerArgs = (t: string, dir: string, group: string): string[] => ['consumer', brokers.join(','), t, dir, String(concurrency), group, String(fetchMaxWaitMs)];
-  const broker0 = brokerCpuSeconds();
-  const consumerB = startChild(consumerArgs(topic, dirB, `${topic}-writer`), heapFlags);
-  await consumerB.ready;
-  const sent = await produce(brokers, topic, seed, n, {});
-  const done = await waitCommitted(brokers, topic, n);
-  const broker1 = brokerCpuSeconds();
-  consumerB.stop();
-  const consumed = await consumerB.result;
-  const store = await openMigratedStore(configFor(brokers, topic, dirB));
-  const [countB] = await store.query<{ c: number; u: number }>('SELECT count() AS c, uniqExact(event_id) AS u FROM events');
-  await store.close();
-  rmSync(dirB, { recursive: true, force: true });
-  const e2eSeconds = (done - sent.t0) / 1000;
+  /** A consumer on a fresh store and topic, `send` into it, until every event is committed. */
+  const endToEnd = async (t: string, send: () => Promise<Sent>) => {
+    const dir = mkdtempSync(join(tmpdir(), 'continuity-bench-e2e-'));
+    try {
+      const broker0 = brokerCpuSeconds();
+      const consumer = startChild(consumerArgs(t, dir, `${t}-writer`), heapFlags);
+      await consumer.ready;
+      const sent = await send();
+      const done = await waitCommitted(brokers, t, n);
+      const broker1 = brokerCpuSeconds();
+      consumer.stop();
+      const consumed = await consumer.result;
+      const store = await openMigratedStore(configFor(brokers, t, dir));
+      const [count] = await store.query<{ c: number; u: number }>('SELECT count() AS c, uniqExact(event_id) AS u FROM events');
+      await store.close();
+      const brokerCpuS = broker0 !== undefined && broker1 !== undefined ? broker1 - broker0 : undefined;
+      return { sent, seconds: (done - sent.t0) / 1000, consumed, stored: count?.c ?? 0, unique: count?.u ?? 0, brokerCpuS };
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  };
+  const topic = `${seed}-e2e`;
+  const e2e = await endToEnd(topic, () => produce(brokers, topic, seed, n, {}));
+  const { sent, consumed } = e2e;
+  const e2eSeconds = e2e.seconds;
   console.error(
     `end to end: ${n} events in ${e2eSeconds.toFixed(1)} s (producer done after ${((sent.t1 - sent.t0) / 1000).toFixed(1)} s); ` +
-      `stored ${countB?.c} (unique ${countB?.u}); consumer ${JSON.stringify(consumed)}`,
+      `stored ${e2e.stored} (unique ${e2e.unique}); consumer ${JSON.stringify(consumed)}`,
   );
 
   // (b2) the consumer alone: a second group drains the now full topic into a fresh store
@@ -404,22 +425,15 @@ async function main(): Promise<void> {
   let platformatic: Record<string, unknown> | null = null;
   if (!args.includes('--no-platformatic')) {
     const topicP = `${seed}-platformatic`;
-    const dirP = mkdtempSync(join(tmpdir(), 'continuity-bench-pk-'));
-    const consumerP = startChild(consumerArgs(topicP, dirP, `${topicP}-writer`), heapFlags);
-    await consumerP.ready;
-    const sentP = await producePlatformatic(brokers, topicP, `${seed}-pk`, n);
-    const doneP = await waitCommitted(brokers, topicP, n);
-    consumerP.stop();
-    const consumedP = await consumerP.result;
-    rmSync(dirP, { recursive: true, force: true });
-    const rateP = n / ((doneP - sentP.t0) / 1000);
+    const p = await endToEnd(topicP, () => producePlatformatic(brokers, topicP, `${seed}-pk`, n));
     platformatic = {
       client: '@platformatic/kafka 1.35.0 (producer only; consumer kafkajs)',
-      e2e_events_per_s: round(rateP),
-      ratio: round(rateP / (raw.events_per_s ?? 1), 3),
-      producer_cpu_us_per_event: round((sentP.cpuS * 1e6) / n, 1),
-      consumer_cpu_us_per_event: round(((consumedP.cpu_s ?? 0) * 1e6) / n, 1),
-      stored: consumedP.rows ?? 0,
+      e2e_events_per_s: round(n / p.seconds),
+      ratio: round(n / p.seconds / (raw.events_per_s ?? 1), 3),
+      producer_cpu_us_per_event: round((p.sent.cpuS * 1e6) / n, 1),
+      consumer_cpu_us_per_event: round(((p.consumed.cpu_s ?? 0) * 1e6) / n, 1),
+      stored: p.stored,
+      stored_unique: p.unique,
     };
     console.error(`end to end, @platformatic/kafka producing: ${JSON.stringify(platformatic)}`);
   }
@@ -464,7 +478,7 @@ async function main(): Promise<void> {
     // and of the raw insert: what the two cores are shared between.
     cpu_us_per_event: {
       producer: round((sent.cpuS * 1e6) / n, 1),
-      broker: broker0 !== undefined && broker1 !== undefined ? round(((broker1 - broker0) * 1e6) / n, 1) : null,
+      broker: e2e.brokerCpuS !== undefined ? round((e2e.brokerCpuS * 1e6) / n, 1) : null,
       consumer: round(((consumed.cpu_s ?? 0) * 1e6) / n, 1),
       consumer_alone: round(((drained.cpu_s ?? 0) * 1e6) / n, 1),
       raw_insert: round(((raw.cpu_s ?? 0) * 1e6) / n, 1),
@@ -472,8 +486,8 @@ async function main(): Promise<void> {
     consumer_batches: consumed.batches,
     fetch_max_wait_ms: fetchMaxWaitMs,
     cores: availableParallelism(),
-    stored: countB?.c ?? 0,
-    stored_unique: countB?.u ?? 0,
+    stored: e2e.stored,
+    stored_unique: e2e.unique,
     latency_rate_per_s: round(achievedRate),
     latency_events: lat?.n ?? 0,
     p50_ms: lat?.p50 ?? null,
