@@ -47,23 +47,25 @@ fromUnixTimestamp64Micro(hour_hi * 1000000) AS whole_to,
 raw_lines AS
 (
     SELECT toStartOfHour(ts) AS hour, t, skh, rkh, clienth, ua_family, origin, ok, refused, init, pg
-    FROM proxy_access FINAL
+    FROM proxy_lines
+    WHERE NOT (proxy_rollup AND ts >= whole_from AND ts < whole_to)
+      AND (skh != 0 OR init)
+),
+-- the server's requests in the range and scope (inlined where read: each reader's
+-- filter and columns reach the scan)
+srv AS
+(
+    SELECT * FROM server_requests
     WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND NOT (proxy_rollup AND ts >= whole_from AND ts < whole_to)
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
-      AND url_path IN {endpoint_paths:Array(String)}
-      AND (skh != 0 OR init)
 ),
 -- the server's requests the rollup does not cover (the cut hours)
 raw_srv AS
 (
     SELECT toString(boot_id) AS boot_id, t, skh, mkh, clienth, toString(ua_family) AS ua_family, event_type, http_status, ok, refused, init
-    FROM server_requests
-    WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND NOT (whole_hours AND ts >= whole_from AND ts < whole_to)
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
+    FROM srv
+    WHERE NOT (whole_hours AND ts >= whole_from AND ts < whole_to)
 ),
 -- the hours that hold a refused miss (any label: the rollup keeps every copy)
 (
@@ -75,12 +77,8 @@ raw_srv AS
 -- label) from those hours only
 (
     SELECT groupArray((service, skh, clienth, t, toStartOfHour(ts)))
-    FROM proxy_access FINAL
+    FROM proxy_lines
     WHERE refused AND skh != 0 AND has(refused_hours, toStartOfHour(ts))
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-      AND url_path IN {endpoint_paths:Array(String)}
 ) AS refused_rows,
 refused AS
 (
@@ -102,11 +100,7 @@ refused AS
 proxy_inits_all AS (SELECT x.1 AS h, x.2 AS clienth, x.3 AS t FROM (SELECT arrayJoin(init_rows) AS x)),
 -- the server's initializes, read once
 (
-    SELECT groupArray((clienth, t))
-    FROM server_requests
-    WHERE init AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
+    SELECT groupArray((clienth, t)) FROM srv WHERE init
 ) AS server_init_rows,
 server_inits AS (SELECT x.1 AS clienth, groupArray(x.2) AS ts FROM (SELECT arrayJoin(server_init_rows) AS x) GROUP BY clienth),
 -- each refused miss's previous upstream-served request of its session (prev:
@@ -161,12 +155,8 @@ straddle_prev AS
     INNER JOIN
     (
         SELECT toStartOfHour(ts) AS hour, skh, t, ok, pg
-        FROM proxy_access FINAL
+        FROM proxy_lines
         WHERE toStartOfHour(ts) IN (SELECT hour FROM straddled) AND skh IN (SELECT skh FROM straddled)
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-          AND ({service:String} = '' OR service = {service:String})
-          AND ({environment:String} = '' OR environment = {environment:String})
-          AND url_path IN {endpoint_paths:Array(String)}
     ) AS l ON l.skh = s.skh AND l.hour = s.hour
     GROUP BY s.skh, s.t
 ),
@@ -302,11 +292,7 @@ remint_candidates AS
     GROUP BY m.skh
 ),
 (
-    SELECT groupArray((skh, t, arh, clienth))
-    FROM server_requests
-    WHERE refused AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
+    SELECT groupArray((skh, t, arh, clienth)) FROM srv WHERE refused
 ) AS server_refused_array,
 server_refused_rows AS
 (
@@ -320,11 +306,8 @@ server_reinit AS
     FROM server_refused_rows AS r
     LEFT JOIN
     (
-        SELECT arh, clienth FROM server_requests
+        SELECT arh, clienth FROM srv
         WHERE event_type = 'arrival' AND arh IN (SELECT arh FROM server_refused_rows WHERE arh != 0)
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-          AND ({service:String} = '' OR service = {service:String})
-          AND ({environment:String} = '' OR environment = {environment:String})
     ) AS a ON a.arh = r.arh AND r.arh != 0
     INNER JOIN server_inits AS i ON i.clienth = if(a.arh != 0, a.clienth, r.clienth)
     WHERE arrayExists(x -> x > r.t AND x <= r.t + {window_s:Float64}, i.ts)
