@@ -441,8 +441,8 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   // -- the deploy ---------------------------------------------------------------
   const restarts = (await runQuery<RestartRow>(store, 'restarts', common)).slice();
   const at = (r: RestartRow) => storeTimeToMicros(r.up_at ?? r.down_from);
-  // In time order; restarts at the same microsecond by service, then boot id (the
-  // query's ORDER BY leaves ties in any order, and `latest` must not depend on it).
+  // In time order (a proxy restart with no up_at at its down_from); at the same
+  // microsecond by service, then boot id, as the query orders its rows.
   restarts.sort((a, b) => at(a) - at(b) || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
   const services = [...new Set(restarts.map((r) => r.service).filter(Boolean))];
   if (!scope.service && services.length > 1) {

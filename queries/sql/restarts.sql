@@ -63,4 +63,6 @@ SELECT
     p.sessions_refused AS sessions_refused
 FROM proxy AS p
 WHERE p.down_from NOT IN (SELECT p_down_from FROM matched)
-ORDER BY up_at
+-- a total order: restarts at the same moment (services deployed together) by
+-- service and boot, so the same store lists them the same way every time
+ORDER BY up_at, down_from, service, boot_id
