@@ -19,13 +19,12 @@ WITH
     SELECT groupArray((skh, rows))
     FROM
     (
-        -- filtered by HAVING, not by an IN over refused_rows: a scalar that holds
-        -- a subquery set is evaluated again at every reference
-        SELECT skh, arraySort(groupArray((t, ok, pg))) AS rows
-        FROM proxy_lines
-        WHERE skh != 0
-        GROUP BY skh
-        HAVING countIf(refused) > 0
+        -- only the refused sessions' lines, joined to their keys (a join, not an IN:
+        -- a scalar that holds a subquery set is evaluated again at every reference)
+        SELECT l.skh AS skh, arraySort(groupArray((l.t, l.ok, l.pg))) AS rows
+        FROM proxy_lines AS l
+        INNER JOIN (SELECT DISTINCT skh FROM proxy_lines WHERE refused AND skh != 0) AS r ON r.skh = l.skh
+        GROUP BY l.skh
     )
 ) AS session_rows
 SELECT m.x.1 AS service, m.x.2 AS skh, m.x.3 AS t, m.x.4 AS clienth, m.x.5 AS http_method, m.x.6 AS http_status,
