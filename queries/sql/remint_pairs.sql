@@ -20,15 +20,15 @@ server AS
       AND ({environment:String} = '' OR environment = {environment:String})
     GROUP BY stale_session_key, replacement_session_key
 ),
--- the server's requests on the pairs' sessions (server_requests, joined on the
--- hashed session ids)
-requests AS
+-- the replacements some server request carried (server_requests, joined on the
+-- hashed session ids): only arrivals on a replacement id are read
+adopted_server AS
 (
-    SELECT skh, session_resolution, event_type, t
+    SELECT DISTINCT skh
     FROM server_requests
-    WHERE event_type IN ('arrival', 'settlement') AND skh != 0
+    WHERE event_type = 'arrival'
       AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND (skh IN (SELECT stale_h FROM server) OR skh IN (SELECT replacement_h FROM server))
+      AND skh IN (SELECT replacement_h FROM server)
 ),
 alias AS
 (
@@ -61,7 +61,7 @@ SELECT
     toDateTime64(s.first_t, 6, 'UTC') AS refused_at,
     toDateTime64(s.first_t, 6, 'UTC') AS reinitialized_at,
     0. AS recovery_s,
-    CAST(s.replacement_h IN (SELECT skh FROM requests WHERE event_type = 'arrival')
+    CAST(s.replacement_h IN (SELECT skh FROM adopted_server)
          OR s.replacement_h IN (SELECT skh FROM proxy_used), 'Bool') AS adopted
 FROM server AS s
 LEFT JOIN alias AS h ON h.skh = s.stale_h

@@ -4,15 +4,16 @@
 -- window_s seconds. Each replacement is credited to one stale session (the latest
 -- miss before it). adopted: some later request carried B. Joined on the hashed
 -- keys; only the initializes of refused clients, and the requests carrying a
--- replacement, are read.
--- requires: proxy_lines, proxy_refused
+-- replacement, are read. The misses are the refused lines themselves (the
+-- neighbours proxy_refused.sql finds for them are not needed here).
+-- requires: proxy_lines
 WITH
-misses AS (SELECT skh AS stale_h, clienth, t FROM proxy_refused),
+misses AS (SELECT skh AS stale_h, clienth, t FROM proxy_lines WHERE refused AND skh != 0),
 inits AS
 (
     SELECT rk AS replacement, rkh AS replacement_h, clienth, t AS init_t
     FROM proxy_lines
-    WHERE init AND clienth IN (SELECT clienth FROM proxy_refused)
+    WHERE init AND clienth IN (SELECT clienth FROM misses)
 ),
 candidates AS
 (
