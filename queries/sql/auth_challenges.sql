@@ -72,36 +72,83 @@ challenges AS
     SELECT x.1 AS ts, x.2 AS t, x.3 AS user_agent, x.4 AS challenge_class, x.5 AS http_status, x.6 AS is_server, x.7 AS clienth, x.8 AS skh
     FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
--- 2xx of the challenged clients and sessions only; each challenge finds its
--- neighbours among them by ASOF joins (arrays of every 2xx per client would not
--- fit in memory at millions of requests)
-ok_rows AS
-(
-    SELECT is_server, clienth, skh, t
-    FROM
-    (
-        SELECT toUInt8(0) AS is_server, clienth, skh, t FROM proxy_lines
-        WHERE ok AND (clienth IN (SELECT arrayJoin(challenge_rows).7) OR skh IN (SELECT arrayJoin(challenge_rows).8))
-        UNION ALL
-        SELECT toUInt8(1) AS is_server, clienth, skh, t FROM server_requests
-        WHERE ok AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-          AND ({service:String} = '' OR service = {service:String})
-          AND ({environment:String} = '' OR environment = {environment:String})
-          AND (clienth IN (SELECT arrayJoin(challenge_rows).7) OR skh IN (SELECT arrayJoin(challenge_rows).8))
-    )
-),
-client_ok AS (SELECT is_server, clienth, t FROM ok_rows),
-session_ok AS (SELECT skh, t FROM ok_rows WHERE skh != 0),
--- a session's first and last 2xx: a 2xx before or after a challenge is a
--- comparison with them, no join
-session_span AS (SELECT skh, min(t) AS first_ok, max(t) AS last_ok FROM session_ok GROUP BY skh),
+-- The 2xx are read in one pass. Each 2xx finds, by ASOF joins against the
+-- challenges (small), the latest challenge of its client and of its session
+-- strictly before it, and is grouped under that challenge's time ("at"):
+--   kind 1, per client and at: the first 2xx after at (min_t), and how many 2xx
+--           fall between the client's first and last challenge (between_n; such a
+--           2xx at the first challenge's own µs has no challenge before it: at = 0)
+--   kind 2, per challenged session and at (0 = before its first challenge): the
+--           first and last 2xx (min_t, max_t)
+-- The first 2xx strictly after a challenge at t is then the least min_t over the
+-- groups with at >= t (a suffix minimum over each client's or session's groups);
+-- no join builds a table of every 2xx.
+client_ch AS (SELECT DISTINCT is_server, clienth, t, toUInt8(1) AS hit FROM challenges),
+session_ch AS (SELECT DISTINCT skh, t, toUInt8(1) AS hit FROM challenges WHERE skh != 0),
+session_keys AS (SELECT DISTINCT skh, toUInt8(1) AS hit FROM challenges WHERE skh != 0),
 per_client AS
 (
-    -- a loop: no 2xx for the client between its first and last challenge
-    SELECT p.is_server AS is_server, p.clienth AS clienth, p.n AS n, p.first_t AS first_t, p.last_t AS last_t,
-           NOT (o.clienth != 0 AND o.t <= p.last_t) AS no_ok_between
-    FROM (SELECT is_server, clienth, count() AS n, min(t) AS first_t, max(t) AS last_t FROM challenges GROUP BY is_server, clienth) AS p
-    ASOF LEFT JOIN client_ok AS o ON o.is_server = p.is_server AND o.clienth = p.clienth AND o.t >= p.first_t
+    SELECT is_server, clienth, count() AS n, min(t) AS first_t, max(t) AS last_t, toUInt8(1) AS hit
+    FROM challenges
+    GROUP BY is_server, clienth
+),
+ok_rows AS
+(
+    SELECT toUInt8(0) AS is_server, clienth, skh, t FROM proxy_lines WHERE ok
+    UNION ALL
+    SELECT toUInt8(1) AS is_server, clienth, skh, t FROM server_requests
+    WHERE ok AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+),
+-- the groups, read once (a scalar: several parts below use them)
+(
+    SELECT groupArray((kind, clienth_or_skh, is_server, at, min_t, max_t, between_n))
+    FROM
+    (
+        SELECT mk.1 AS kind, mk.2 AS clienth_or_skh, mk.3 AS is_server, mk.4 AS at,
+               minIf(t, mk.5) AS min_t, max(t) AS max_t, countIf(mk.6) AS between_n
+        FROM
+        (
+            SELECT o.t AS t,
+                   pc.hit = 1 AND o.t >= pc.first_t AND o.t <= pc.last_t AS between,
+                   arrayJoin(arrayFilter(x -> x.1 != 0, [
+                       (if(cc.hit = 1 OR between, 1, 0), o.clienth, o.is_server, cc.t, cc.hit = 1, between),
+                       (if(sk.hit = 1, 2, 0), o.skh, toUInt8(0), sc.t, true, false)])) AS mk
+            FROM ok_rows AS o
+            ASOF LEFT JOIN client_ch AS cc ON cc.is_server = o.is_server AND cc.clienth = o.clienth AND cc.t < o.t
+            ASOF LEFT JOIN session_ch AS sc ON sc.skh = o.skh AND sc.t < o.t
+            LEFT JOIN session_keys AS sk ON sk.skh = o.skh
+            LEFT JOIN per_client AS pc ON pc.is_server = o.is_server AND pc.clienth = o.clienth
+            WHERE cc.hit = 1 OR sk.hit = 1 OR between
+        )
+        GROUP BY kind, clienth_or_skh, is_server, at
+    )
+) AS ok_groups,
+client_groups AS
+(
+    SELECT x.2 AS clienth, x.3 AS is_server, x.4 AS at, x.5 AS min_t, x.7 AS between_n
+    FROM (SELECT arrayJoin(ok_groups) AS x) WHERE x.1 = 1
+),
+session_groups AS
+(
+    SELECT x.2 AS skh, x.4 AS at, x.5 AS min_t, x.6 AS max_t
+    FROM (SELECT arrayJoin(ok_groups) AS x) WHERE x.1 = 2
+),
+client_next AS
+(
+    SELECT is_server, clienth, at, min(min_t) OVER (PARTITION BY is_server, clienth ORDER BY at DESC ROWS UNBOUNDED PRECEDING) AS next_ok
+    FROM client_groups WHERE at > 0
+),
+-- a loop needs no 2xx of the client between its first and last challenge
+client_between AS (SELECT is_server, clienth, sum(between_n) > 0 AS ok_between FROM client_groups GROUP BY is_server, clienth),
+-- a session's first and last 2xx: a 2xx before or after a challenge is a
+-- comparison with them
+session_span AS (SELECT skh, min(min_t) AS first_ok, max(max_t) AS last_ok FROM session_groups GROUP BY skh),
+session_next AS
+(
+    SELECT skh, at, min(min_t) OVER (PARTITION BY skh ORDER BY at DESC ROWS UNBOUNDED PRECEDING) AS next_ok
+    FROM session_groups WHERE at > 0
 ),
 judged AS
 (
@@ -110,15 +157,16 @@ judged AS
         c.skh != 0 AND ss.skh != 0 AND ss.first_ok < c.t AS session_ok_before,
         c.skh != 0 AND ss.skh != 0 AND ss.last_ok > c.t AS session_ok_after,
         multiIf(
-            pc.n >= {loop_min:UInt32} AND pc.no_ok_between AND NOT session_ok_before, 'loop',
-            (cn.clienth != 0 AND cn.t <= c.t + {auth_window_s:Float64}) OR (session_ok_after AND sn.t <= c.t + {auth_window_s:Float64}), 'benign',
+            pc.n >= {loop_min:UInt32} AND NOT cb.ok_between AND NOT session_ok_before, 'loop',
+            (cn.clienth != 0 AND cn.next_ok <= c.t + {auth_window_s:Float64}) OR (session_ok_after AND sn.next_ok <= c.t + {auth_window_s:Float64}), 'benign',
             session_ok_before AND NOT session_ok_after, 'lost',
             'unresolved') AS verdict
     FROM challenges AS c
     LEFT JOIN per_client AS pc ON pc.is_server = c.is_server AND pc.clienth = c.clienth
-    ASOF LEFT JOIN client_ok AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.t > c.t
+    LEFT JOIN client_between AS cb ON cb.is_server = c.is_server AND cb.clienth = c.clienth
+    ASOF LEFT JOIN client_next AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.at >= c.t
     LEFT JOIN session_span AS ss ON ss.skh = c.skh
-    ASOF LEFT JOIN session_ok AS sn ON sn.skh = c.skh AND sn.t > c.t
+    ASOF LEFT JOIN session_next AS sn ON sn.skh = c.skh AND sn.at >= c.t
 )
 SELECT
     toStartOfHour(ts) AS hour,
