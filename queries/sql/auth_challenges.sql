@@ -73,22 +73,19 @@ challenges AS
     FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
 -- The 2xx are read in one pass. Each 2xx finds, by ASOF joins against the
--- challenges (small), the latest challenge of its client and of its session
--- strictly before it, and is grouped under that challenge's time ("at"):
---   kind 1, per client and at: the first 2xx after at (min_t), and how many 2xx
---           fall between the client's first and last challenge (between_n; such a
---           2xx at the first challenge's own µs has no challenge before it: at = 0)
---   kind 2, per challenged session and at (0 = before its first challenge): the
---           first and last 2xx (min_t, max_t)
--- The first 2xx strictly after a challenge at t is then the least min_t over the
--- groups with at >= t (a suffix minimum over each client's or session's groups);
--- no join builds a table of every 2xx.
+-- challenges (small), the latest challenge of its client and of its session at
+-- or before it, and is grouped under that challenge's time ("at"; 0 = none):
+--   kind 1, per client and at > 0: the first 2xx (min_t) and the first one
+--           strictly after at (after_t; inf = none)
+--   kind 2, per session and at: the same, and the last 2xx (max_t)
+-- The first 2xx strictly after a challenge at t is then the least after_t over
+-- the groups with at >= t (a suffix minimum over each client's or session's
+-- groups); no join builds a table of every 2xx.
 client_ch AS (SELECT DISTINCT is_server, clienth, t, toUInt8(1) AS hit FROM challenges),
 session_ch AS (SELECT DISTINCT skh, t, toUInt8(1) AS hit FROM challenges WHERE skh != 0),
-session_keys AS (SELECT DISTINCT skh, toUInt8(1) AS hit FROM challenges WHERE skh != 0),
 per_client AS
 (
-    SELECT is_server, clienth, count() AS n, min(t) AS first_t, max(t) AS last_t, toUInt8(1) AS hit
+    SELECT is_server, clienth, count() AS n, min(t) AS first_t, max(t) AS last_t
     FROM challenges
     GROUP BY is_server, clienth
 ),
@@ -103,51 +100,50 @@ ok_rows AS
 ),
 -- the groups, read once (a scalar: several parts below use them)
 (
-    SELECT groupArray((kind, clienth_or_skh, is_server, at, min_t, max_t, between_n))
+    SELECT groupArray((kind, key, is_server, at, min_t, after_t, max_t))
     FROM
     (
-        SELECT mk.1 AS kind, mk.2 AS clienth_or_skh, mk.3 AS is_server, mk.4 AS at,
-               minIf(t, mk.5) AS min_t, max(t) AS max_t, countIf(mk.6) AS between_n
+        SELECT mk.1 AS kind, mk.2 AS key, mk.3 AS is_server, mk.4 AS at,
+               min(t) AS min_t, if(countIf(t > at) = 0, inf, minIf(t, t > at)) AS after_t, max(t) AS max_t
         FROM
         (
             SELECT o.t AS t,
-                   pc.hit = 1 AND o.t >= pc.first_t AND o.t <= pc.last_t AS between,
                    arrayJoin(arrayFilter(x -> x.1 != 0, [
-                       (if(cc.hit = 1 OR between, 1, 0), o.clienth, o.is_server, cc.t, cc.hit = 1, between),
-                       (if(sk.hit = 1, 2, 0), o.skh, toUInt8(0), sc.t, true, false)])) AS mk
+                       (if(cc.hit = 1, 1, 0), o.clienth, o.is_server, cc.t),
+                       (if(o.skh != 0, 2, 0), o.skh, toUInt8(0), sc.t)])) AS mk
             FROM ok_rows AS o
-            ASOF LEFT JOIN client_ch AS cc ON cc.is_server = o.is_server AND cc.clienth = o.clienth AND cc.t < o.t
-            ASOF LEFT JOIN session_ch AS sc ON sc.skh = o.skh AND sc.t < o.t
-            LEFT JOIN session_keys AS sk ON sk.skh = o.skh
-            LEFT JOIN per_client AS pc ON pc.is_server = o.is_server AND pc.clienth = o.clienth
-            WHERE cc.hit = 1 OR sk.hit = 1 OR between
+            ASOF LEFT JOIN client_ch AS cc ON cc.is_server = o.is_server AND cc.clienth = o.clienth AND cc.t <= o.t
+            ASOF LEFT JOIN session_ch AS sc ON sc.skh = o.skh AND sc.t <= o.t
+            WHERE cc.hit = 1 OR o.skh != 0
         )
-        GROUP BY kind, clienth_or_skh, is_server, at
+        GROUP BY kind, key, is_server, at
     )
 ) AS ok_groups,
 client_groups AS
 (
-    SELECT x.2 AS clienth, x.3 AS is_server, x.4 AS at, x.5 AS min_t, x.7 AS between_n
+    SELECT x.2 AS clienth, x.3 AS is_server, x.4 AS at, x.5 AS min_t, x.6 AS after_t
     FROM (SELECT arrayJoin(ok_groups) AS x) WHERE x.1 = 1
 ),
 session_groups AS
 (
-    SELECT x.2 AS skh, x.4 AS at, x.5 AS min_t, x.6 AS max_t
+    SELECT x.2 AS skh, x.4 AS at, x.5 AS min_t, x.6 AS after_t, x.7 AS max_t
     FROM (SELECT arrayJoin(ok_groups) AS x) WHERE x.1 = 2
 ),
 client_next AS
 (
-    SELECT is_server, clienth, at, min(min_t) OVER (PARTITION BY is_server, clienth ORDER BY at DESC ROWS UNBOUNDED PRECEDING) AS next_ok
-    FROM client_groups WHERE at > 0
+    SELECT is_server, clienth, at, min(after_t) OVER (PARTITION BY is_server, clienth ORDER BY at DESC ROWS UNBOUNDED PRECEDING) AS next_ok
+    FROM client_groups
 ),
--- a loop needs no 2xx of the client between its first and last challenge
-client_between AS (SELECT is_server, clienth, sum(between_n) > 0 AS ok_between FROM client_groups GROUP BY is_server, clienth),
+-- a loop needs no 2xx of the client between its first and last challenge: every
+-- 2xx of a client's groups is at or after its first challenge, so the first of
+-- them is the first 2xx at or after it
+client_first AS (SELECT is_server, clienth, min(min_t) AS first_ok FROM client_groups GROUP BY is_server, clienth),
 -- a session's first and last 2xx: a 2xx before or after a challenge is a
 -- comparison with them
 session_span AS (SELECT skh, min(min_t) AS first_ok, max(max_t) AS last_ok FROM session_groups GROUP BY skh),
 session_next AS
 (
-    SELECT skh, at, min(min_t) OVER (PARTITION BY skh ORDER BY at DESC ROWS UNBOUNDED PRECEDING) AS next_ok
+    SELECT skh, at, min(after_t) OVER (PARTITION BY skh ORDER BY at DESC ROWS UNBOUNDED PRECEDING) AS next_ok
     FROM session_groups WHERE at > 0
 ),
 judged AS
@@ -157,13 +153,13 @@ judged AS
         c.skh != 0 AND ss.skh != 0 AND ss.first_ok < c.t AS session_ok_before,
         c.skh != 0 AND ss.skh != 0 AND ss.last_ok > c.t AS session_ok_after,
         multiIf(
-            pc.n >= {loop_min:UInt32} AND NOT cb.ok_between AND NOT session_ok_before, 'loop',
+            pc.n >= {loop_min:UInt32} AND NOT (cf.clienth != 0 AND cf.first_ok <= pc.last_t) AND NOT session_ok_before, 'loop',
             (cn.clienth != 0 AND cn.next_ok <= c.t + {auth_window_s:Float64}) OR (session_ok_after AND sn.next_ok <= c.t + {auth_window_s:Float64}), 'benign',
             session_ok_before AND NOT session_ok_after, 'lost',
             'unresolved') AS verdict
     FROM challenges AS c
     LEFT JOIN per_client AS pc ON pc.is_server = c.is_server AND pc.clienth = c.clienth
-    LEFT JOIN client_between AS cb ON cb.is_server = c.is_server AND cb.clienth = c.clienth
+    LEFT JOIN client_first AS cf ON cf.is_server = c.is_server AND cf.clienth = c.clienth
     ASOF LEFT JOIN client_next AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.at >= c.t
     LEFT JOIN session_span AS ss ON ss.skh = c.skh
     ASOF LEFT JOIN session_next AS sn ON sn.skh = c.skh AND sn.at >= c.t
