@@ -8,18 +8,10 @@
 -- A transition overlapping a gap is the same restart (one restart seen both
 -- ways is one restart). Transitions that overlap no gap are merged by overlap
 -- into restarts of their own (a fast restart leaves no 502 at all).
--- requires: proxy_seq, proxy_transitions
+-- requires: proxy_gaps, proxy_transitions
 WITH
 trans AS (SELECT service, skh, lo, hi, matched, run FROM proxy_transitions),
-gaps AS
-(
-    SELECT service, run, min(t) AS first_5xx, max(t) AS last_5xx, count() AS n_5xx,
-           countIf(http_method = 'POST') AS n_5xx_post, countIf(http_method = 'GET') AS n_5xx_get,
-           if(min(last_served) = 0, min(t), min(last_served)) AS down_from,
-           if(max(next_served) >= 1e12, CAST(NULL, 'Nullable(Float64)'), max(next_served)) AS up_at
-    FROM proxy_seq
-    GROUP BY service, run
-),
+gaps AS (SELECT * FROM proxy_gaps),
 -- Transitions that span no gap, merged by overlap: each group is one restart.
 clusters AS
 (
