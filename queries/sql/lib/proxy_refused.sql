@@ -23,7 +23,7 @@ WITH
         -- a scalar that holds a subquery set is evaluated again at every reference)
         SELECT l.skh AS skh, arraySort(groupArray((l.t, l.ok, l.pg))) AS rows
         FROM proxy_lines AS l
-        INNER JOIN (SELECT DISTINCT skh FROM proxy_lines WHERE refused AND skh != 0) AS r ON r.skh = l.skh
+        INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).2 AS skh) AS r ON r.skh = l.skh
         GROUP BY l.skh
     )
 ) AS session_rows
