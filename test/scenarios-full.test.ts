@@ -249,6 +249,30 @@ describe('every scenario, every named query', () => {
     expectOutputs(name, await outputs({ service: name }), EXPECTED[name]);
   });
 
+  // restarts, refused_misses and remint_pairs each list server and proxy rows: one
+  // UNION ALL under one ORDER BY. In ClickHouse an ORDER BY after UNION ALL orders
+  // only the last SELECT, so each query sorts the union as a whole; with every
+  // scenario loaded at once, both sources have rows.
+  it('lists the server and the proxy rows of a query in one order', async () => {
+    await only(SCENARIO_NAMES.flatMap((name) => scenarioEvents(name)));
+    const orders: Record<string, (r: Record<string, unknown>) => unknown[]> = {
+      restarts: (r) => [r.up_at ?? '\uffff', r.down_from, r.service, r.source, r.boot_id, r.evidence],
+      refused_misses: (r) => [r.source === 'server' ? 0 : 1, r.boot, -Number(r.misses), r.reason, r.http_status, r.http_method, r.mcp_method, r.next],
+      remint_pairs: (r) => [r.refused_at, r.inferred, r.stale_session_key, r.replacement_session_key],
+    };
+    const before = (a: unknown[], b: unknown[]): number => {
+      for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return (a[i] as never) < (b[i] as never) ? -1 : 1;
+      return 0;
+    };
+    for (const [query, sortKey] of Object.entries(orders)) {
+      const rows = await runQuery(t.store, query, {});
+      expect(new Set(rows.map((r) => r.source ?? (r.inferred ? 'proxy' : 'server'))), query).toEqual(new Set(['server', 'proxy']));
+      const keys = rows.map(sortKey);
+      const sorted = [...keys].sort(before);
+      expect(keys, query).toEqual(sorted);
+    }
+  });
+
   it('S11 with the endpoint named: the 6 challenged requests count as traffic', async () => {
     await only(scenarioEvents('s11'));
     expect(await runQuery(t.store, 'proxy_traffic', { service: 's11', mcp_paths: '/mcp' })).toEqual([traffic({ service: 's11', requests: 6, challenged: 6 })]);

@@ -43,24 +43,29 @@ proxy AS
     LEFT JOIN server_by_session AS s ON s.skh = m.skh
     WHERE NOT arrayExists(x -> abs(x - m.t) <= 2, s.ts)
 )
-SELECT
-    'server' AS source,
-    boot_id AS boot,
-    CAST(NULL, 'Nullable(DateTime64(6, \'UTC\'))') AS boot_at,
-    reason, http_status, http_method, mcp_method, next,
-    count() AS misses,
-    uniqExact(skh) AS sessions
-FROM server
-GROUP BY boot_id, reason, http_status, http_method, mcp_method, next
-UNION ALL
-SELECT
-    'proxy' AS source,
-    toString(arrayCount(x -> x <= t, b.at)) AS boot,
-    if(boot = '0', NULL, toDateTime64(b.at[toUInt64(boot)], 6, 'UTC')) AS boot_at,
-    reason, http_status, http_method, '' AS mcp_method, next,
-    count() AS misses,
-    uniqExact(skh) AS sessions
-FROM proxy
-CROSS JOIN boots AS b
-GROUP BY boot, boot_at, reason, http_status, http_method, next
-ORDER BY source DESC, boot, misses DESC
+-- the two sources, then one total order over both (an ORDER BY after UNION ALL orders only its last SELECT)
+SELECT *
+FROM
+(
+    SELECT
+        'server' AS source,
+        boot_id AS boot,
+        CAST(NULL, 'Nullable(DateTime64(6, \'UTC\'))') AS boot_at,
+        reason, http_status, http_method, mcp_method, next,
+        count() AS misses,
+        uniqExact(skh) AS sessions
+    FROM server
+    GROUP BY boot_id, reason, http_status, http_method, mcp_method, next
+    UNION ALL
+    SELECT
+        'proxy' AS source,
+        toString(arrayCount(x -> x <= t, b.at)) AS boot,
+        if(boot = '0', NULL, toDateTime64(b.at[toUInt64(boot)], 6, 'UTC')) AS boot_at,
+        reason, http_status, http_method, '' AS mcp_method, next,
+        count() AS misses,
+        uniqExact(skh) AS sessions
+    FROM proxy
+    CROSS JOIN boots AS b
+    GROUP BY boot, boot_at, reason, http_status, http_method, next
+)
+ORDER BY source DESC, boot, misses DESC, reason, http_status, http_method, mcp_method, next

@@ -51,32 +51,37 @@ proxy_used AS
     WHERE skh IN (SELECT replacement_h FROM server)
       AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
 )
-SELECT
-    s.stale_session_key AS stale_session_key,
-    s.replacement_session_key AS replacement_session_key,
-    s.mode AS mode,
-    toUInt8(0) AS inferred,
-    s.events AS events,
-    toUInt64(arrayCount(x -> x >= s.first_t, h.ts)) AS alias_hits,
-    toDateTime64(s.first_t, 6, 'UTC') AS refused_at,
-    toDateTime64(s.first_t, 6, 'UTC') AS reinitialized_at,
-    0. AS recovery_s,
-    CAST(s.replacement_h IN (SELECT skh FROM adopted_server)
-         OR s.replacement_h IN (SELECT skh FROM proxy_used), 'Bool') AS adopted
-FROM server AS s
-LEFT JOIN alias AS h ON h.skh = s.stale_h
-UNION ALL
-SELECT
-    p.stale_session_key AS stale_session_key,
-    p.replacement_session_key AS replacement_session_key,
-    'client_reinit_inferred' AS mode,
-    toUInt8(1) AS inferred,
-    toUInt64(1) AS events,
-    toUInt64(0) AS alias_hits,
-    toDateTime64(p.miss_t, 6, 'UTC') AS refused_at,
-    toDateTime64(p.init_t, 6, 'UTC') AS reinitialized_at,
-    round(p.init_t - p.miss_t, 3) AS recovery_s,
-    p.adopted AS adopted
-FROM proxy_remint_pairs AS p
-WHERE p.stale_session_key NOT IN (SELECT stale_session_key FROM server)
-ORDER BY refused_at
+-- the two sources, then one total order over both (an ORDER BY after UNION ALL orders only its last SELECT)
+SELECT *
+FROM
+(
+    SELECT
+        s.stale_session_key AS stale_session_key,
+        s.replacement_session_key AS replacement_session_key,
+        s.mode AS mode,
+        toUInt8(0) AS inferred,
+        s.events AS events,
+        toUInt64(arrayCount(x -> x >= s.first_t, h.ts)) AS alias_hits,
+        toDateTime64(s.first_t, 6, 'UTC') AS refused_at,
+        toDateTime64(s.first_t, 6, 'UTC') AS reinitialized_at,
+        0. AS recovery_s,
+        CAST(s.replacement_h IN (SELECT skh FROM adopted_server)
+             OR s.replacement_h IN (SELECT skh FROM proxy_used), 'Bool') AS adopted
+    FROM server AS s
+    LEFT JOIN alias AS h ON h.skh = s.stale_h
+    UNION ALL
+    SELECT
+        p.stale_session_key AS stale_session_key,
+        p.replacement_session_key AS replacement_session_key,
+        'client_reinit_inferred' AS mode,
+        toUInt8(1) AS inferred,
+        toUInt64(1) AS events,
+        toUInt64(0) AS alias_hits,
+        toDateTime64(p.miss_t, 6, 'UTC') AS refused_at,
+        toDateTime64(p.init_t, 6, 'UTC') AS reinitialized_at,
+        round(p.init_t - p.miss_t, 3) AS recovery_s,
+        p.adopted AS adopted
+    FROM proxy_remint_pairs AS p
+    WHERE p.stale_session_key NOT IN (SELECT stale_session_key FROM server)
+)
+ORDER BY refused_at, inferred, stale_session_key, replacement_session_key

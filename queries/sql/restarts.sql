@@ -31,38 +31,43 @@ matched AS
     WHERE (p.service = s.service OR p.service = '' OR s.service = '')
       AND s.boot_t >= p.down_from - 1 AND s.boot_t <= p.until + 1
 )
-SELECT
-    s.service AS service,
-    'server' AS source,
-    if(m.boot_id != '', concat('server_boot+', any(m.p_evidence)), 'server_boot') AS evidence,
-    s.boot_id AS boot_id,
-    s.release AS release,
-    toDateTime64(s.down_from, 6, 'UTC') AS down_from,
-    toDateTime64(s.boot_t, 6, 'UTC') AS up_at,
-    round(s.boot_t - s.down_from, 3) AS downtime_s,
-    sum(m.p_5xx) AS proxy_5xx,
-    sum(m.p_post) AS proxy_5xx_post,
-    sum(m.p_get) AS proxy_5xx_get,
-    sum(m.p_sessions) AS sessions_refused
-FROM server AS s
-LEFT JOIN matched AS m ON m.boot_id = s.boot_id
-GROUP BY s.service, s.boot_id, s.release, s.down_from, s.boot_t, m.boot_id
-UNION ALL
-SELECT
-    p.service AS service,
-    'proxy' AS source,
-    p.evidence AS evidence,
-    '' AS boot_id,
-    '' AS release,
-    toDateTime64(p.down_from, 6, 'UTC') AS down_from,
-    if(isNull(p.up_at), NULL, toDateTime64(assumeNotNull(p.up_at), 6, 'UTC')) AS up_at,
-    round(p.downtime_s, 3) AS downtime_s,
-    p.proxy_5xx AS proxy_5xx,
-    p.proxy_5xx_post AS proxy_5xx_post,
-    p.proxy_5xx_get AS proxy_5xx_get,
-    p.sessions_refused AS sessions_refused
-FROM proxy AS p
-WHERE p.down_from NOT IN (SELECT p_down_from FROM matched)
+-- the two sources, then one order over both (an ORDER BY after UNION ALL orders only its last SELECT)
+SELECT *
+FROM
+(
+    SELECT
+        s.service AS service,
+        'server' AS source,
+        if(m.boot_id != '', concat('server_boot+', any(m.p_evidence)), 'server_boot') AS evidence,
+        s.boot_id AS boot_id,
+        s.release AS release,
+        toDateTime64(s.down_from, 6, 'UTC') AS down_from,
+        toDateTime64(s.boot_t, 6, 'UTC') AS up_at,
+        round(s.boot_t - s.down_from, 3) AS downtime_s,
+        sum(m.p_5xx) AS proxy_5xx,
+        sum(m.p_post) AS proxy_5xx_post,
+        sum(m.p_get) AS proxy_5xx_get,
+        sum(m.p_sessions) AS sessions_refused
+    FROM server AS s
+    LEFT JOIN matched AS m ON m.boot_id = s.boot_id
+    GROUP BY s.service, s.boot_id, s.release, s.down_from, s.boot_t, m.boot_id
+    UNION ALL
+    SELECT
+        p.service AS service,
+        'proxy' AS source,
+        p.evidence AS evidence,
+        '' AS boot_id,
+        '' AS release,
+        toDateTime64(p.down_from, 6, 'UTC') AS down_from,
+        if(isNull(p.up_at), NULL, toDateTime64(assumeNotNull(p.up_at), 6, 'UTC')) AS up_at,
+        round(p.downtime_s, 3) AS downtime_s,
+        p.proxy_5xx AS proxy_5xx,
+        p.proxy_5xx_post AS proxy_5xx_post,
+        p.proxy_5xx_get AS proxy_5xx_get,
+        p.sessions_refused AS sessions_refused
+    FROM proxy AS p
+    WHERE p.down_from NOT IN (SELECT p_down_from FROM matched)
+)
 -- a total order: restarts at the same moment (services deployed together) by
 -- service and boot, so the same store lists them the same way every time
-ORDER BY up_at, down_from, service, boot_id
+ORDER BY up_at, down_from, service, source, boot_id, evidence
