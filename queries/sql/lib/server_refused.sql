@@ -5,8 +5,11 @@
 -- later), nothing. Read from server_requests (schema/migrations/0007), joined on
 -- its hashed ids. The refused misses and their own arrivals are read once each
 -- (scalars); of the other arrivals only the last one of each refused session and
--- the initializes of the refused clients are read. Max and existence do not
--- change with a duplicate, so only the refused misses are deduplicated.
+-- the initializes of the refused clients are read, each joined to the refused
+-- keys rather than filtered by an IN: with no subquery set in it, a scalar over
+-- this fragment (refused_misses reads it twice) is evaluated once. Max and
+-- existence do not change with a duplicate, so only the refused misses are
+-- deduplicated.
 WITH
 (
     SELECT groupArray((service, toString(boot_id), session_key, skh, toString(reason), http_status, t, arh, clienth))
@@ -23,12 +26,13 @@ WITH
     )
 ) AS refused_rows,
 (
-    SELECT groupArray((arh, toString(http_method), toString(mcp_method), clienth))
-    FROM server_requests
-    WHERE event_type = 'arrival' AND arh IN (SELECT arrayJoin(refused_rows).8)
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
+    SELECT groupArray((a.arh, toString(a.http_method), toString(a.mcp_method), a.clienth))
+    FROM server_requests AS a
+    INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).8 AS arh) AS r ON r.arh = a.arh
+    WHERE a.event_type = 'arrival'
+      AND a.ts >= {t_from:DateTime64(6)} AND a.ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR a.service = {service:String})
+      AND ({environment:String} = '' OR a.environment = {environment:String})
 ) AS refused_arrival_rows,
 judged AS
 (
@@ -40,23 +44,25 @@ judged AS
 ),
 session_last AS
 (
-    SELECT skh, max(t) AS last_t
-    FROM server_requests
-    WHERE event_type = 'arrival' AND skh IN (SELECT arrayJoin(refused_rows).4)
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-    GROUP BY skh
+    SELECT a.skh AS skh, max(a.t) AS last_t
+    FROM server_requests AS a
+    INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).4 AS skh) AS r ON r.skh = a.skh
+    WHERE a.event_type = 'arrival'
+      AND a.ts >= {t_from:DateTime64(6)} AND a.ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR a.service = {service:String})
+      AND ({environment:String} = '' OR a.environment = {environment:String})
+    GROUP BY a.skh
 ),
 client_inits AS
 (
-    SELECT clienth, groupArray(t) AS init_ts
-    FROM server_requests
-    WHERE init AND clienth IN (SELECT clienth FROM judged)
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-    GROUP BY clienth
+    SELECT a.clienth AS clienth, groupArray(a.t) AS init_ts
+    FROM server_requests AS a
+    INNER JOIN (SELECT DISTINCT clienth FROM judged) AS j ON j.clienth = a.clienth
+    WHERE a.init
+      AND a.ts >= {t_from:DateTime64(6)} AND a.ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR a.service = {service:String})
+      AND ({environment:String} = '' OR a.environment = {environment:String})
+    GROUP BY a.clienth
 )
 SELECT
     j.service AS service, j.boot_id AS boot_id, j.sk AS sk, j.skh AS skh, j.reason AS reason, j.http_status AS http_status, j.t AS t,
