@@ -79,12 +79,21 @@ describe('prepare (decode → validate → enrich over a range)', () => {
     ]);
     expect(b.drops).toEqual({ duplicate_in_batch: 1 });
     // Rows are the validated events, defaults filled in (what the table receives).
-    expect(JSON.parse(b.rows[0]!)).toMatchObject({ event_type: 'boot', pid: 0, attrs: {} });
+    expect(JSON.parse(b.rows.line(0))).toMatchObject({ event_type: 'boot', pid: 0, attrs: {} });
+    // The body the store gets: every row on its own line, each ending in a newline.
+    const body = b.rows.lines(0, b.rows.length).toString('utf8');
+    expect(body.endsWith('\n')).toBe(true);
+    expect(body.split('\n').slice(0, -1).map((l) => JSON.parse(l).event_id)).toEqual([10, 12, 15].map((o) => JSON.parse(r.messages[o - 10]!.value!.toString()).event_id));
   });
   it('is deterministic: the same range prepares to the same rows', () => {
     const r = range([msg(0, event()), msg(1, event({ extra_field: 'kept in attrs' }))]);
-    expect(prepare(r, { maxMessageBytes: 1 << 20 })).toEqual(prepare(r, { maxMessageBytes: 1 << 20 }));
-    expect(JSON.parse(prepare(r, { maxMessageBytes: 1 << 20 }).rows[1]!).attrs).toEqual({ extra_field: 'kept in attrs' });
+    const a = prepare(r, { maxMessageBytes: 1 << 20 });
+    const b = prepare(r, { maxMessageBytes: 1 << 20 });
+    const { rows: rowsA, ...restA } = a;
+    const { rows: rowsB, ...restB } = b;
+    expect(restA).toEqual(restB);
+    expect(rowsA.lines(0, rowsA.length).equals(rowsB.lines(0, rowsB.length))).toBe(true);
+    expect(JSON.parse(a.rows.line(1)).attrs).toEqual({ extra_field: 'kept in attrs' });
   });
 });
 
@@ -116,14 +125,14 @@ function recordingTargets(failures: Array<'unavailable' | 'bad-row' | 'broken'> 
   const inserts: Array<{ table: string; token: string | undefined; rows: number }> = [];
   const published: DeadLetter[] = [];
   const store = {
-    async insertJsonEachRow(table: string, body: string, options: { dedupToken?: string } = {}) {
+    async insertJsonEachRow(table: string, body: string | Buffer, options: { dedupToken?: string } = {}) {
       const f = failures.shift();
       if (f === 'unavailable') throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', 'down for the test');
       if (f === 'broken') throw new ContinuityError('CONT_ERR_STORE_QUERY', 'Unknown table expression identifier (UNKNOWN_TABLE)');
       if (table === 'events' && body.includes(badMarker)) {
         throw new ContinuityError('CONT_ERR_STORE_QUERY', 'Cannot parse input: expected (CANNOT_PARSE_INPUT_ASSERTION_FAILED)');
       }
-      inserts.push({ table, token: options.dedupToken, rows: body.split('\n').length });
+      inserts.push({ table, token: options.dedupToken, rows: body.toString().split('\n').filter((l) => l !== '').length });
     },
     async query() {
       return [];

@@ -22,6 +22,7 @@ import { ContinuityError, isContinuityError } from '../../core/errors.ts';
 import { retry } from '../../core/retry.ts';
 import { parseEvent, type ContinuityEvent, type EventIssue } from '../../schema/index.ts';
 import type { Store } from '../../store/index.ts';
+import { createJsonLines, type JsonLines } from './json-lines.ts';
 
 // ---------------------------------------------------------------------------
 // Outcomes
@@ -80,8 +81,11 @@ export interface DeadLetter {
 export interface PreparedBatch {
   readonly range: MessageRange;
   readonly token: string;
-  /** JSONEachRow lines for `events`, in offset order, and the record each came from. */
-  readonly rows: string[];
+  /**
+   * The rows for `events` as JSONEachRow lines (UTF-8, each ending in '\n'), in offset
+   * order; row i came from `rowMessages[i]`.
+   */
+  readonly rows: JsonLines;
   readonly rowMessages: InputMessage[];
   readonly deadLetters: DeadLetter[];
   readonly drops: Partial<Record<DropReason, number>>;
@@ -180,7 +184,11 @@ export async function runBatch(range: MessageRange, ctx: PipelineContext, hooks:
 
 /** The per-message steps over a whole range. Pure: equal ranges give equal batches. */
 export function prepare(range: MessageRange, ctx: Pick<PipelineContext, 'maxMessageBytes'>): PreparedBatch {
-  const rows: string[] = [];
+  // Rows are about as long as the records they come from (defaults filled in, key order
+  // the contract's), so the records' size is a fair first guess of the body's.
+  let valueBytes = 0;
+  for (const m of range.messages) valueBytes += m.value?.length ?? 0;
+  const rows = createJsonLines(valueBytes + (valueBytes >> 3) + 64 * range.messages.length);
   const rowMessages: InputMessage[] = [];
   const deadLetters: DeadLetter[] = [];
   const drops: Partial<Record<DropReason, number>> = {};
@@ -308,7 +316,7 @@ export function dedupToken(topic: string, partition: number, first: bigint, last
 async function insertRows(store: Store, batch: PreparedBatch, from: number, to: number, token: string): Promise<DeadLetter[]> {
   if (to <= from) return [];
   try {
-    await store.insertJsonEachRow('events', batch.rows.slice(from, to).join('\n'), { dedupToken: token });
+    await store.insertJsonEachRow('events', batch.rows.lines(from, to), { dedupToken: token });
     return [];
   } catch (err) {
     if (isRetriable(err) || !isDataError(err)) throw err;

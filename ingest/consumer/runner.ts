@@ -433,6 +433,17 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     if (metrics.fatal !== undefined) throw new Error(`the consumer stopped: ${metrics.fatal}`);
     inFlight++;
     let cursor: Cursor | undefined;
+    // Every record taken is resolved, but kafkajs's resolveOffset parses offsets into Longs
+    // three times (about 0.5 µs a record), and only the last one resolved counts. So the
+    // latest record taken waits here and is resolved before anything awaits, returns or
+    // throws: kafkajs finds the same resolved offset wherever it can look.
+    let unresolved: string | undefined;
+    const settle = (): void => {
+      if (unresolved === undefined) return;
+      const offset = unresolved;
+      unresolved = undefined;
+      resolveOffset(offset);
+    };
     try {
       cursor = await cursorFor(partition);
       if (cursor.rewindTo < 0n && batch.messages.length > 0) cursor.rewindTo = BigInt(batch.messages[0]!.offset);
@@ -440,29 +451,36 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
         const m = batch.messages[i]!;
         // (isStale looks the partition up in a map: not for every record.)
         if (closed || ((i & 255) === 0 && (!isRunning() || isStale()))) {
+          settle();
           forget(partition); // records taken but not written are read again
           return;
         }
         const offset = BigInt(m.offset);
         if (offset < cursor.committed) {
-          resolveOffset(m.offset); // written and committed before (a seek back)
+          unresolved = m.offset; // written and committed before (a seek back)
           continue;
         }
         // A replayed range whose last records are gone (retention): cut it where it ends.
         if (cursor.intent && offset > cursor.intent.last) {
+          settle();
           if (cursor.open.length > 0) await writeOpen(payload, cursor);
           else cursor.intent = undefined;
         }
-        cursor.open.push(inputMessage(m));
+        cursor.open.push(inputMessage(m, offset));
         cursor.openBytes += m.value?.length ?? 0;
-        resolveOffset(m.offset);
+        unresolved = m.offset;
         const full = cursor.intent ? offset >= cursor.intent.last : cursor.open.length >= maxRows || cursor.openBytes >= maxBytes;
-        if (full) await writeOpen(payload, cursor);
+        if (full) {
+          settle();
+          await writeOpen(payload, cursor);
+        }
       }
+      settle();
       // End of the fetch: write what is open, unless a replayed range is still incomplete.
       if (cursor.open.length > 0 && !cursor.intent && isRunning() && !isStale() && !closed) await writeOpen(payload, cursor);
       updateHighWatermark(batch, cursor);
     } catch (err) {
+      settle();
       forget(partition);
       if (closed) return; // shutting down: what was not committed is read again later
       // kafkajs keeps the offsets resolved so far and would fetch after them; records
@@ -604,9 +622,10 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   };
 }
 
-function inputMessage(m: KafkaMessage): InputMessage {
+/** The pipeline's view of kafkajs record `m`, whose offset was parsed already (`offset`). */
+function inputMessage(m: KafkaMessage, offset: bigint): InputMessage {
   return {
-    offset: BigInt(m.offset),
+    offset,
     key: m.key,
     value: m.value,
     timestampMs: Number(m.timestamp),
