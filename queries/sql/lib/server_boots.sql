@@ -5,6 +5,12 @@
 --   is_restart  a previous boot of the same service exists in the range
 
 WITH
+-- the hours the range covers whole, [boots_hour_lo, boots_hour_hi) in seconds: the
+-- boots' requests in them come from the server_sessions rollup (0008), the cut
+-- hours' from the rows
+intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6)}), 0) + 3599999999, 3600000000) * 3600 AS boots_hour_lo,
+least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6)}), 0), 3600000000) * 3600, 4294965600) AS boots_hour_hi,
+boots_hour_lo < boots_hour_hi AS boots_whole_hours,
 b AS
 (
     SELECT service, boot_id, any(release) AS release, any(instance) AS instance,
@@ -26,24 +32,35 @@ ordered AS
 ),
 activity AS
 (
-    -- what the boots that some boot followed did in the range: the requests from
-    -- server_requests (0007), the other server events from events; max and argMax
-    -- are the same with or without a duplicate, so no FINAL
+    -- what the boots that some boot followed did in the range: their requests'
+    -- latest time and latest 2xx settlement (server_sessions for the whole hours,
+    -- server_requests for the cut ones), and the other server events from events;
+    -- max and argMax are the same with or without a duplicate, so no FINAL
     SELECT boot_id,
            max(t) AS last_event_t,
-           maxIf(t, event_type = 'settlement' AND http_status BETWEEN 200 AND 299) AS last_ok_t,
-           maxIf(t, event_type = 'shutdown') AS shutdown_t,
-           argMaxIf(reason, t, event_type = 'shutdown') AS shutdown_reason
+           max(ok_t) AS last_ok_t,
+           max(down_t) AS shutdown_t,
+           argMaxIf(reason, down_t, down_t > 0) AS shutdown_reason
     FROM
     (
-        SELECT toString(boot_id) AS boot_id, event_type, http_status, reason, t
-        FROM server_requests
-        WHERE boot_id IN (SELECT prev_boot_id FROM ordered)
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+        SELECT toString(boot_id) AS boot_id, t_max AS t, ok_2xx_max AS ok_t, 0. AS down_t, '' AS reason
+        FROM server_sessions
+        WHERE boots_whole_hours AND ts >= toDateTime(boots_hour_lo, 'UTC') AND ts < toDateTime(boots_hour_hi, 'UTC')
+          AND boot_id IN (SELECT prev_boot_id FROM ordered)
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL
-        SELECT boot_id, event_type, http_status, reason, toUnixTimestamp64Micro(ts) / 1e6 AS t
+        SELECT toString(boot_id) AS boot_id, t, if(event_type = 'settlement' AND http_status BETWEEN 200 AND 299, t, 0.) AS ok_t,
+               0. AS down_t, '' AS reason
+        FROM server_requests
+        WHERE boot_id IN (SELECT prev_boot_id FROM ordered)
+          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND NOT (boots_whole_hours AND ts >= toDateTime(boots_hour_lo, 'UTC') AND ts < toDateTime(boots_hour_hi, 'UTC'))
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+        UNION ALL
+        SELECT boot_id, toUnixTimestamp64Micro(ts) / 1e6 AS t, 0. AS ok_t,
+               if(event_type = 'shutdown', t, 0.) AS down_t, toString(reason) AS reason
         FROM events
         WHERE event_type IN ('boot', 'shutdown', 'remint', 'session_lifecycle', 'cap_snapshot', 'auth_challenge')
           AND source = 'server' AND boot_id IN (SELECT prev_boot_id FROM ordered)
