@@ -77,7 +77,7 @@ challenges AS
 -- or before it, and is grouped under that challenge's time ("at"; 0 = none):
 --   kind 1, per client and at > 0: the first 2xx (min_t) and the first one
 --           strictly after at (after_t; inf = none)
---   kind 2, per session and at: the same, and the last 2xx (max_t)
+--   kind 2, per challenged session and at: the same, and the last 2xx (max_t)
 -- The first 2xx strictly after a challenge at t is then the least after_t over
 -- the groups with at >= t (a suffix minimum over each client's or session's
 -- groups); no join builds a table of every 2xx.
@@ -100,7 +100,7 @@ ok_rows AS
 ),
 -- the groups, read once (a scalar: several parts below use them)
 (
-    SELECT groupArray((kind, key, is_server, at, min_t, after_t, max_t))
+    SELECT groupArray((g.kind, g.key, g.is_server, g.at, g.min_t, g.after_t, g.max_t))
     FROM
     (
         SELECT mk.1 AS kind, mk.2 AS key, mk.3 AS is_server, mk.4 AS at,
@@ -117,7 +117,10 @@ ok_rows AS
             WHERE cc.hit = 1 OR o.skh != 0
         )
         GROUP BY kind, key, is_server, at
-    )
+    ) AS g
+    -- kind 2 of challenged sessions only (a join, not an IN: see proxy_refused.sql)
+    LEFT JOIN (SELECT DISTINCT skh, toUInt8(1) AS hit FROM session_ch) AS s ON s.skh = g.key
+    WHERE g.kind = 1 OR s.hit = 1
 ) AS ok_groups,
 client_groups AS
 (
