@@ -11,28 +11,31 @@
 -- existence do not change with a duplicate, so only the refused misses are
 -- deduplicated.
 WITH
+-- the server's requests in the range and scope (inlined where read: each reader's
+-- filter and columns reach the scan)
+srv AS
+(
+    SELECT * FROM server_requests
+    WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+),
 (
     SELECT groupArray((service, toString(boot_id), session_key, skh, toString(reason), http_status, t, arh, clienth))
     FROM
     (
         -- deduplicated after the filter (a re-delivered copy of an event): FINAL
         -- would read every row of these columns first
-        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth FROM server_requests
+        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth FROM srv
         WHERE refused
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-          AND ({service:String} = '' OR service = {service:String})
-          AND ({environment:String} = '' OR environment = {environment:String})
         LIMIT 1 BY event_id
     )
 ) AS refused_rows,
 (
     SELECT groupArray((a.arh, toString(a.http_method), toString(a.mcp_method), a.clienth))
-    FROM server_requests AS a
+    FROM srv AS a
     INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).8 AS arh) AS r ON r.arh = a.arh
     WHERE a.event_type = 'arrival'
-      AND a.ts >= {t_from:DateTime64(6)} AND a.ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR a.service = {service:String})
-      AND ({environment:String} = '' OR a.environment = {environment:String})
 ) AS refused_arrival_rows,
 judged AS
 (
@@ -45,23 +48,17 @@ judged AS
 session_last AS
 (
     SELECT a.skh AS skh, max(a.t) AS last_t
-    FROM server_requests AS a
+    FROM srv AS a
     INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).4 AS skh) AS r ON r.skh = a.skh
     WHERE a.event_type = 'arrival'
-      AND a.ts >= {t_from:DateTime64(6)} AND a.ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR a.service = {service:String})
-      AND ({environment:String} = '' OR a.environment = {environment:String})
     GROUP BY a.skh
 ),
 client_inits AS
 (
     SELECT a.clienth AS clienth, groupArray(a.t) AS init_ts
-    FROM server_requests AS a
+    FROM srv AS a
     INNER JOIN (SELECT DISTINCT clienth FROM judged) AS j ON j.clienth = a.clienth
     WHERE a.init
-      AND a.ts >= {t_from:DateTime64(6)} AND a.ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR a.service = {service:String})
-      AND ({environment:String} = '' OR a.environment = {environment:String})
     GROUP BY a.clienth
 )
 SELECT
