@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importCaddyLogs } from '../collectors/index.ts';
 import { hasherForConfig } from '../core/index.ts';
 import { NAMED_QUERIES, runQuery } from '../queries/index.ts';
-import { fixtureHash as h, insertEvents } from './fixtures/proxy-scenario.ts';
+import { fixtureHash as h, insertEvents, proxyEvents } from './fixtures/proxy-scenario.ts';
 import { SCENARIO_NAMES, scenarioEvents, type ScenarioName } from './fixtures/scenarios.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 import { RETAINED_TABLES } from '../store/index.ts';
@@ -276,6 +276,28 @@ describe('every scenario, every named query', () => {
   it('S11 with the endpoint named: the 6 challenged requests count as traffic', async () => {
     await only(scenarioEvents('s11'));
     expect(await runQuery(t.store, 'proxy_traffic', { service: 's11', mcp_paths: '/mcp' })).toEqual([traffic({ service: 's11', requests: 6, challenged: 6 })]);
+  });
+
+  // A 2xx at the same microsecond as a later challenge is after the earlier one: the
+  // first challenge is benign, the second (nothing strictly after it) unresolved. Found by
+  // a break-it pass on the one-pass rewrite of auth_challenges (it lost such a 2xx).
+  it('auth_challenges: a 2xx at the same µs as a later challenge is the earlier challenge\'s next 2xx', async () => {
+    const verdicts = async (): Promise<Rows> =>
+      (await runQuery(t.store, 'auth_challenges', { mcp_paths: '/mcp' })).map((r) => ({ verdict: r.verdict, challenges: r.challenges }));
+    // one client, no session
+    await only(proxyEvents([{ at: 10, status: 401 }, { at: 20, status: 401 }, { at: 20, status: 200 }]));
+    expect(canonical(await verdicts())).toEqual(canonical([{ verdict: 'benign', challenges: 1 }, { verdict: 'unresolved', challenges: 1 }]));
+    // one session, the 2xx from another client on it (the initialize's line carries no
+    // session id, so S has no 2xx before the first challenge)
+    await only(
+      proxyEvents([
+        { at: 1, status: 200, minted: 'S', ua: 'a' },
+        { at: 10, status: 401, sid: 'S', ua: 'a' },
+        { at: 20, status: 401, sid: 'S', ua: 'a' },
+        { at: 20, status: 200, sid: 'S', ua: 'b' },
+      ]),
+    );
+    expect(canonical(await verdicts())).toEqual(canonical([{ verdict: 'benign', challenges: 1 }, { verdict: 'unresolved', challenges: 1 }]));
   });
 
   // A re-mint before the refused miss does not recover it: in S5, A was re-minted after

@@ -78,9 +78,9 @@ challenges AS
 --   kind 1, per client and at > 0: the first 2xx (min_t) and the first one
 --           strictly after at (after_t; inf = none)
 --   kind 2, per challenged session and at: the same, and the last 2xx (max_t)
--- The first 2xx strictly after a challenge at t is then the least after_t over
--- the groups with at >= t (a suffix minimum over each client's or session's
--- groups); no join builds a table of every 2xx.
+-- The first 2xx strictly after a challenge at t then comes from its own group
+-- and the groups after it (a suffix minimum over each client's or session's
+-- groups, below); no join builds a table of every 2xx.
 client_ch AS (SELECT DISTINCT is_server, clienth, t, toUInt8(1) AS hit FROM challenges),
 session_ch AS (SELECT DISTINCT skh, t, toUInt8(1) AS hit FROM challenges WHERE skh != 0),
 per_client AS
@@ -132,10 +132,22 @@ session_groups AS
     SELECT x.2 AS skh, x.4 AS at, x.5 AS min_t, x.6 AS after_t, x.7 AS max_t
     FROM (SELECT arrayJoin(ok_groups) AS x) WHERE x.1 = 2
 ),
+-- A challenge at t finds the first group at or after t (ASOF). If that group is
+-- its own (at = t), its next 2xx is the group's first one strictly after t, or a
+-- later group's first (next_same); if the group is a later challenge's (at > t),
+-- every 2xx in it is after t, so the group's first (next_later). later_min: the
+-- least first 2xx of the groups after this one (NULL: none).
 client_next AS
 (
-    SELECT is_server, clienth, at, min(after_t) OVER (PARTITION BY is_server, clienth ORDER BY at DESC ROWS UNBOUNDED PRECEDING) AS next_ok
-    FROM client_groups
+    SELECT is_server, clienth, at,
+           least(after_t, ifNull(later_min, inf)) AS next_same,
+           least(min_t, ifNull(later_min, inf)) AS next_later
+    FROM
+    (
+        SELECT is_server, clienth, at, min_t, after_t,
+               minOrNull(min_t) OVER (PARTITION BY is_server, clienth ORDER BY at DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS later_min
+        FROM client_groups
+    )
 ),
 -- a loop needs no 2xx of the client between its first and last challenge: every
 -- 2xx of a client's groups is at or after its first challenge, so the first of
@@ -146,8 +158,15 @@ client_first AS (SELECT is_server, clienth, min(min_t) AS first_ok FROM client_g
 session_span AS (SELECT skh, min(min_t) AS first_ok, max(max_t) AS last_ok FROM session_groups GROUP BY skh),
 session_next AS
 (
-    SELECT skh, at, min(after_t) OVER (PARTITION BY skh ORDER BY at DESC ROWS UNBOUNDED PRECEDING) AS next_ok
-    FROM session_groups WHERE at > 0
+    SELECT skh, at,
+           least(after_t, ifNull(later_min, inf)) AS next_same,
+           least(min_t, ifNull(later_min, inf)) AS next_later
+    FROM
+    (
+        SELECT skh, at, min_t, after_t,
+               minOrNull(min_t) OVER (PARTITION BY skh ORDER BY at DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS later_min
+        FROM session_groups WHERE at > 0
+    )
 ),
 judged AS
 (
@@ -157,7 +176,8 @@ judged AS
         c.skh != 0 AND ss.skh != 0 AND ss.last_ok > c.t AS session_ok_after,
         multiIf(
             pc.n >= {loop_min:UInt32} AND NOT (cf.clienth != 0 AND cf.first_ok <= pc.last_t) AND NOT session_ok_before, 'loop',
-            (cn.clienth != 0 AND cn.next_ok <= c.t + {auth_window_s:Float64}) OR (session_ok_after AND sn.next_ok <= c.t + {auth_window_s:Float64}), 'benign',
+            (cn.clienth != 0 AND if(cn.at = c.t, cn.next_same, cn.next_later) <= c.t + {auth_window_s:Float64})
+                OR (session_ok_after AND if(sn.at = c.t, sn.next_same, sn.next_later) <= c.t + {auth_window_s:Float64}), 'benign',
             session_ok_before AND NOT session_ok_after, 'lost',
             'unresolved') AS verdict
     FROM challenges AS c
