@@ -33,7 +33,7 @@
 --  * restarts: server boots (their previous boot's activity from server_sessions)
 --    and proxy-inferred ones (5xx gaps from proxy_seq; transitions as in
 --    proxy_transitions, merged by overlap as in proxy_restarts).
--- requires: proxy_seq
+-- requires: proxy_seq, server_boots
 WITH
 -- the hours read whole from the rollups: [hour_lo, hour_hi), seconds
 intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6)}), 0) + 3599999999, 3600000000) * 3600 AS hour_lo,
@@ -219,55 +219,7 @@ proxy_spans AS
 -- server boots (server_boots.sql): each boot that follows an earlier one of its
 -- service, down from the previous boot's shutdown, else its last 2xx settlement,
 -- else its last event
-boots AS
-(
-    SELECT service, boot_id, min(toUnixTimestamp64Micro(ts)) / 1e6 AS t
-    FROM events
-    WHERE event_type = 'boot'
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-    GROUP BY service, boot_id
-),
-ordered AS
-(
-    SELECT boot_id, t, lagInFrame(boot_id, 1, '') OVER (PARTITION BY service ORDER BY t ROWS BETWEEN 1 PRECEDING AND CURRENT ROW) AS prev_boot_id
-    FROM boots
-),
-(SELECT groupArray(prev_boot_id) FROM ordered WHERE prev_boot_id != '') AS prev_boots,
-activity AS
-(
-    SELECT boot_id, max(t_max) AS last_event_t, max(ok_2xx_max) AS last_ok_t, max(shutdown_t) AS shutdown_t
-    FROM
-    (
-        SELECT toString(boot_id) AS boot_id, t_max, ok_2xx_max, 0. AS shutdown_t
-        FROM server_sessions
-        WHERE whole_hours AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
-          AND ({service:String} = '' OR service = {service:String})
-          AND ({environment:String} = '' OR environment = {environment:String})
-          AND has(prev_boots, toString(boot_id))
-        UNION ALL
-        SELECT boot_id, t, if(event_type = 'settlement' AND http_status BETWEEN 200 AND 299, t, 0.), 0.
-        FROM raw_srv
-        WHERE has(prev_boots, boot_id)
-        UNION ALL
-        SELECT boot_id, toUnixTimestamp64Micro(ts) / 1e6 AS t, 0., if(event_type = 'shutdown', t, 0.)
-        FROM events
-        WHERE event_type IN ('boot', 'shutdown', 'remint', 'session_lifecycle', 'cap_snapshot', 'auth_challenge')
-          AND source = 'server' AND has(prev_boots, boot_id)
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
-          AND ({service:String} = '' OR service = {service:String})
-          AND ({environment:String} = '' OR environment = {environment:String})
-    )
-    GROUP BY boot_id
-),
-server_restarts AS
-(
-    SELECT multiIf(a.shutdown_t > 0, a.shutdown_t, a.last_ok_t > 0, a.last_ok_t, a.last_event_t > 0, a.last_event_t, o.t) AS lo, o.t AS hi
-    FROM ordered AS o
-    LEFT JOIN activity AS a ON a.boot_id = o.prev_boot_id
-    WHERE o.prev_boot_id != ''
-),
+server_restarts AS (SELECT down_from AS lo, boot_t AS hi FROM server_boots WHERE is_restart),
 (SELECT groupArray((lo, hi)) FROM server_restarts) AS server_spans,
 restarts AS
 (
