@@ -74,7 +74,8 @@ interface Pending {
  * the gateway means "in Kafka"), gzip-compressed:
  * - key = `session_key` (a session's events stay in order in one partition, chosen
  *   by the Java client's murmur2, kafkajs `DefaultPartitioner`), or `event_id` for
- *   events without a session, which go round-robin over the partitions (even spread);
+ *   events without a session, which are spread evenly by the UUID's random bits
+ *   ({@link sessionPartitioner}: a retry must put the same records in the same partition);
  * - value = the validated event as JSON (contract v1, DESIGN §3).
  * Requests are sent one at a time, with the requests that queued meanwhile coalesced
  * into the next one (sequence numbers of the idempotent producer stay in order).
@@ -262,21 +263,30 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
 const UUID_KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * kafkajs's murmur2 partitioner (Java-compatible) for session keys, remembered per key
- * (a bounded cache: the hash is computed with 64-bit emulation per record otherwise),
- * and round-robin for `event_id` keys, which need no affinity.
+ * The producer's partitioner: kafkajs's murmur2 (Java-compatible) for session keys,
+ * remembered per key (a bounded cache: the hash is computed with 64-bit emulation per
+ * record otherwise), and for `event_id` keys, which need no affinity, the UUID's last
+ * 32 bits modulo the partition count: random bits in UUIDv4 and UUIDv7 (RFC 9562 §5.4,
+ * §5.7), so an even spread at the cost of one `parseInt`.
+ *
+ * Every choice is a function of the key and the partition count. kafkajs groups a
+ * request's records again on every retry and rolls all the partitions' sequence
+ * numbers back when any partition failed, so a partition whose batch the broker had
+ * already stored gets it again with the same first sequence; the broker recognises a
+ * duplicate only if the batch is the same records. A choice that depends on call order
+ * (round-robin) put other records there on the retry, and the idempotent broker answered
+ * OUT_OF_ORDER_SEQUENCE_NUMBER (seen on the first send to a new topic).
  */
-const sessionPartitioner: ICustomPartitioner = () => {
+export const sessionPartitioner: ICustomPartitioner = () => {
   const murmur2 = Partitioners.DefaultPartitioner();
   const cache = new Map<string, number>();
   let cachedFor = -1;
-  let next = Math.floor(Math.random() * 1024);
   return ({ topic, partitionMetadata, message }) => {
     const n = partitionMetadata.length;
     if (message.partition !== undefined && message.partition !== null) return message.partition;
     const key = typeof message.key === 'string' ? message.key : undefined;
     if (key === undefined || n === 0) return murmur2({ topic, partitionMetadata, message });
-    if (UUID_KEY.test(key)) return partitionMetadata[next++ % n]!.partitionId;
+    if (UUID_KEY.test(key)) return partitionMetadata[Number.parseInt(key.slice(-8), 16) % n]!.partitionId;
     if (cachedFor !== n || cache.size >= 100_000) {
       cache.clear();
       cachedFor = n;

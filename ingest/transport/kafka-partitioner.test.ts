@@ -1,0 +1,40 @@
+import { randomUUID } from 'node:crypto';
+import { Partitioners, type PartitionMetadata } from 'kafkajs';
+import { describe, expect, it } from 'vitest';
+import { sessionPartitioner } from './kafka-producer.ts';
+
+const partitions = (n: number): PartitionMetadata[] =>
+  Array.from({ length: n }, (_, i) => ({ partitionId: i, leader: 1, partitionErrorCode: 0, replicas: [1], isr: [1] }));
+
+describe('sessionPartitioner', () => {
+  const topic = 't';
+  const meta = partitions(6);
+  const keys = [
+    ...Array.from({ length: 300 }, () => randomUUID()),
+    ...Array.from({ length: 64 }, (_, i) => i.toString(16).padStart(32, 'a')),
+  ];
+
+  it('puts a record in the same partition on a retry, so the broker can recognise the resent batch', () => {
+    // kafkajs calls the partitioner again for every record on every retry of a request.
+    const partitioner = sessionPartitioner();
+    const first = keys.map((key) => partitioner({ topic, partitionMetadata: meta, message: { key, value: '' } }));
+    const retry = keys.map((key) => partitioner({ topic, partitionMetadata: meta, message: { key, value: '' } }));
+    const otherProducer = sessionPartitioner();
+    const fresh = keys.map((key) => otherProducer({ topic, partitionMetadata: meta, message: { key, value: '' } }));
+    expect(retry).toEqual(first);
+    expect(fresh).toEqual(first);
+  });
+
+  it('spreads event_id keys over every partition and keeps session keys on murmur2', () => {
+    const partitioner = sessionPartitioner();
+    const counts = new Array<number>(6).fill(0);
+    for (let i = 0; i < 6000; i++) counts[partitioner({ topic, partitionMetadata: meta, message: { key: randomUUID(), value: '' } })]!++;
+    for (const c of counts) expect(c).toBeGreaterThan(800); // 1000 expected; 800 is > 6 standard deviations below
+    // Java's murmur2 placement of a session key (kafkajs DefaultPartitioner), with and without the cache.
+    const sessionKey = 'a'.repeat(31) + '7';
+    const murmur = Partitioners.DefaultPartitioner()({ topic, partitionMetadata: meta, message: { key: sessionKey, value: '' } });
+    expect(partitioner({ topic, partitionMetadata: meta, message: { key: sessionKey, value: '' } })).toBe(murmur);
+    expect(partitioner({ topic, partitionMetadata: meta, message: { key: sessionKey, value: '' } })).toBe(murmur);
+    expect(partitioner({ topic, partitionMetadata: meta, message: { key: sessionKey, value: '', partition: 4 } })).toBe(4);
+  });
+});
