@@ -58,7 +58,8 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
 
 /**
  * Says so when the input reaches back past the retention TTL: the store drops such
- * events as soon as it writes them, and the report would otherwise just be empty.
+ * events in a merge it schedules right after writing them (the TTL is applied by merges,
+ * not by the write), and the report would otherwise just be empty.
  */
 function warnExpired(report: ImportReport, retentionDays: number): void {
   if (retentionDays <= 0 || report.time_range === null) return;
