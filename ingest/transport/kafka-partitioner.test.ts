@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Partitioners, type PartitionMetadata } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { sessionPartitioner } from './kafka-producer.ts';
+import { deadLetterPartitioner, sessionPartitioner } from './kafka-producer.ts';
 
 const partitions = (n: number): PartitionMetadata[] =>
   Array.from({ length: n }, (_, i) => ({ partitionId: i, leader: 1, partitionErrorCode: 0, replicas: [1], isr: [1] }));
@@ -36,5 +36,29 @@ describe('sessionPartitioner', () => {
     expect(partitioner({ topic, partitionMetadata: meta, message: { key: sessionKey, value: '' } })).toBe(murmur);
     expect(partitioner({ topic, partitionMetadata: meta, message: { key: sessionKey, value: '' } })).toBe(murmur);
     expect(partitioner({ topic, partitionMetadata: meta, message: { key: sessionKey, value: '', partition: 4 } })).toBe(4);
+  });
+});
+
+describe('deadLetterPartitioner', () => {
+  const topic = 'd';
+  const meta = partitions(3);
+  const letters = Array.from({ length: 300 }, (_, i) => ({
+    key: i % 3 === 0 ? `session-${i}` : null,
+    value: 'not json',
+    headers: { 'continuity.dlq.origin': `events:${i % 6}:${1000 + i}` },
+  }));
+
+  it('places a dead letter by its key, or by its origin when it has none, the same on every call', () => {
+    const first = letters.map((message) => deadLetterPartitioner()({ topic, partitionMetadata: meta, message }));
+    const p = deadLetterPartitioner();
+    const retry = letters.map((message) => p({ topic, partitionMetadata: meta, message }));
+    expect(retry).toEqual(first);
+    const murmur2 = Partitioners.DefaultPartitioner();
+    for (let i = 0; i < letters.length; i++) {
+      const l = letters[i]!;
+      const byKey = { ...l, key: l.key ?? l.headers['continuity.dlq.origin'] };
+      expect(first[i]).toBe(murmur2({ topic, partitionMetadata: meta, message: byKey }));
+    }
+    expect(new Set(first).size).toBe(3);
   });
 });

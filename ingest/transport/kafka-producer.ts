@@ -299,3 +299,21 @@ export const sessionPartitioner: ICustomPartitioner = () => {
     return p;
   };
 };
+
+/**
+ * The dead-letter producer's partitioner (ingest/consumer/runner.ts): murmur2 of the
+ * record's own key (Java-compatible, kafkajs `DefaultPartitioner`), and for a record
+ * without a key murmur2 of its `continuity.dlq.origin` header (`topic:partition:offset`).
+ * kafkajs's default places keyless records round-robin, which a retry would regroup
+ * (see {@link sessionPartitioner}); here every choice is a function of the record.
+ */
+export const deadLetterPartitioner: ICustomPartitioner = () => {
+  const murmur2 = Partitioners.DefaultPartitioner();
+  return ({ topic, partitionMetadata, message }) => {
+    if (message.partition !== undefined && message.partition !== null) return message.partition;
+    if (message.key !== undefined && message.key !== null) return murmur2({ topic, partitionMetadata, message });
+    const origin = message.headers?.['continuity.dlq.origin'];
+    const key = Array.isArray(origin) ? origin[0] : origin;
+    return murmur2({ topic, partitionMetadata, message: { ...message, key: key ?? null } });
+  };
+};
