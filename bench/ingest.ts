@@ -24,7 +24,8 @@
  * `ratio` = (b) ÷ (a). Goals: ratio ≥ 0.5, peak_rss_mb ≤ 300, p99_ms ≤ 2000.
  * `cpu_us_per_event` splits the two cores: CPU µs per event of the producer, the broker
  * (when scripts/kafka.sh runs it here), the consumer (its engine threads included) and the
- * raw insert. `--fetch-max-wait-ms W` sets the consumer's batch time bound (default as the CLI).
+ * raw insert. `--fetch-max-wait-ms W` sets the consumer's batch time bound and `--fetch-min-bytes B`
+ * the bytes a fetch waits for (defaults as the CLI).
  * `--concurrency C` runs the consumer with C partitions in flight (default 3, as the CLI);
  * `--consumer-heap-mb M` starts it with `--max-old-space-size=M` (default 0: no cap).
  */
@@ -37,7 +38,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { loadConfig, type Config } from '../core/index.ts';
 import { Producer as PlatformaticProducer, stringSerializers } from '@platformatic/kafka';
-import { createKafka, createKafkaConsumer, createKafkaProducerSink, DEFAULT_FETCH_MAX_WAIT_MS, ensureTopics, fetchConsumerLag } from '../ingest/index.ts';
+import { createKafka, createKafkaConsumer, createKafkaProducerSink, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, ensureTopics, fetchConsumerLag } from '../ingest/index.ts';
 import type { ContinuityEvent } from '../schema/index.ts';
 import { openMigratedStore } from '../store/index.ts';
 import { ensureKafka, uniqueTopicName } from '../test/services/kafka.ts';
@@ -135,7 +136,7 @@ async function childRaw(seed: string, n: number): Promise<Record<string, number>
 }
 
 /** (b)/(c) consumer side: runs the consumer until SIGTERM, then reports its counters and memory. */
-async function childConsumer(brokers: string[], topic: string, dataDir: string, concurrency: number, group: string, fetchMaxWaitMs: number): Promise<Record<string, number>> {
+async function childConsumer(brokers: string[], topic: string, dataDir: string, concurrency: number, group: string, fetchMaxWaitMs: number, fetchMinBytes: number): Promise<Record<string, number>> {
   const config = configFor(brokers, topic, dataDir, group);
   const sampler = rssSampler();
   const store = await openMigratedStore(config);
@@ -152,6 +153,7 @@ async function childConsumer(brokers: string[], topic: string, dataDir: string, 
     maxBatchRows: WRITE_ROWS,
     partitionsConsumedConcurrently: concurrency,
     fetchMaxWaitMs,
+    fetchMinBytes,
     onEvent: (e) => {
       if (e.type === 'joined' && e.partitions.length > 0) joined();
       if (e.type === 'batch') {
@@ -351,7 +353,7 @@ async function main(): Promise<void> {
       mode === 'raw'
         ? await childRaw(a!, Number(b))
         : mode === 'consumer'
-          ? await childConsumer(a!.split(','), b!, c!, Number(d), args[6]!, Number(args[7]))
+          ? await childConsumer(a!.split(','), b!, c!, Number(d), args[6]!, Number(args[7]), Number(args[8]))
           : undefined;
     if (!out) throw new Error(`unknown child mode ${mode}`);
     console.log(JSON.stringify(out));
@@ -362,6 +364,7 @@ async function main(): Promise<void> {
   const latencySeconds = arg(args, '--latency-seconds', 30);
   const concurrency = arg(args, '--concurrency', 3);
   const fetchMaxWaitMs = arg(args, '--fetch-max-wait-ms', DEFAULT_FETCH_MAX_WAIT_MS);
+  const fetchMinBytes = arg(args, '--fetch-min-bytes', DEFAULT_FETCH_MIN_BYTES);
   // V8 grows its heap lazily up to a limit sized for the machine; the consumer's live
   // set is far smaller, and a deployment may cap it (more GC work, less memory). 0: no cap.
   const heapAt = args.indexOf('--consumer-heap-mb');
@@ -377,7 +380,7 @@ async function main(): Promise<void> {
   console.error(`raw JSONEachRow insert: ${JSON.stringify(raw)}`);
 
   // (b) end to end
-  const consumerArgs = (t: string, dir: string, group: string): string[] => ['consumer', brokers.join(','), t, dir, String(concurrency), group, String(fetchMaxWaitMs)];
+  const consumerArgs = (t: string, dir: string, group: string): string[] => ['consumer', brokers.join(','), t, dir, String(concurrency), group, String(fetchMaxWaitMs), String(fetchMinBytes)];
   /** A consumer on a fresh store and topic, `send` into it, until every event is committed. */
   const endToEnd = async (t: string, send: () => Promise<Sent>) => {
     const dir = mkdtempSync(join(tmpdir(), 'continuity-bench-e2e-'));
@@ -485,6 +488,7 @@ async function main(): Promise<void> {
     },
     consumer_batches: consumed.batches,
     fetch_max_wait_ms: fetchMaxWaitMs,
+    fetch_min_bytes: fetchMinBytes,
     cores: availableParallelism(),
     stored: e2e.stored,
     stored_unique: e2e.unique,

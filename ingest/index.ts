@@ -12,7 +12,7 @@ export { createKafka, ensureTopics } from './transport/kafka.ts';
 export type { KafkaClientOptions, KafkaLogLevel } from './transport/kafka.ts';
 export { createKafkaProducerSink } from './transport/kafka-producer.ts';
 export type { KafkaProducerSink, KafkaProducerSinkOptions, KafkaProducerStats } from './transport/kafka-producer.ts';
-export { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, encodeCommitMetadata, parseCommitMetadata } from './consumer/runner.ts';
+export { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, encodeCommitMetadata, parseCommitMetadata } from './consumer/runner.ts';
 export type { CommitRecord, ConsumerEvent, ConsumerMetrics, KafkaConsumer, KafkaConsumerOptions, PartitionProgress } from './consumer/runner.ts';
 export { dedupToken, runBatch, prepare as prepareBatch } from './consumer/pipeline.ts';
 export type { DeadLetterReason, DropReason, InputMessage, MessageRange, Outcome, PreparedBatch } from './consumer/pipeline.ts';

@@ -1,5 +1,5 @@
 import { Option, type Command } from 'commander';
-import { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
+import { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
 import { retry } from '../../core/index.ts';
 import { openMigratedStore } from '../../store/index.ts';
 import { configFrom } from '../context.ts';
@@ -11,6 +11,7 @@ interface ConsumerFlags {
   sessionTimeout: string;
   maxBatchRows: string;
   fetchMaxWait: string;
+  fetchMinBytes: string;
   concurrency: string;
   logLevel: KafkaLogLevel;
   faultCommitDelay: string;
@@ -39,6 +40,7 @@ export function registerConsumer(program: Command): void {
     .option('--session-timeout <ms>', 'consumer-group session timeout: how soon a dead consumer\'s partitions move', '30000')
     .option('--max-batch-rows <n>', 'rows per write at most', '10000')
     .option('--fetch-max-wait <ms>', 'longest wait for a fetch: the time bound of a batch', String(DEFAULT_FETCH_MAX_WAIT_MS))
+    .option('--fetch-min-bytes <bytes>', 'bytes (as stored, compressed) a fetch waits for before the broker answers it', String(DEFAULT_FETCH_MIN_BYTES))
     .option('--concurrency <n>', 'partitions processed at the same time (each stays in order)', '3')
     .option('--log-level <level>', 'kafkajs log level (stderr): nothing | error | warn | info | debug', 'nothing')
     .addOption(new Option('--fault-commit-delay <ms>', 'fault tests only: wait between a confirmed write and its commit').default('0').hideHelp())
@@ -60,6 +62,7 @@ export function registerConsumer(program: Command): void {
         sessionTimeoutMs: positiveInt('--session-timeout', flags.sessionTimeout),
         maxBatchRows: positiveInt('--max-batch-rows', flags.maxBatchRows),
         fetchMaxWaitMs: positiveInt('--fetch-max-wait', flags.fetchMaxWait),
+        fetchMinBytes: positiveInt('--fetch-min-bytes', flags.fetchMinBytes),
         partitionsConsumedConcurrently: positiveInt('--concurrency', flags.concurrency),
         faultCommitDelayMs: Number(flags.faultCommitDelay) || 0,
         onEvent: (e) => {
