@@ -23,7 +23,7 @@ import type { KafkaConfig } from '../../core/config.ts';
 import { retry } from '../../core/retry.ts';
 import type { Store } from '../../store/index.ts';
 import { createKafka, ensureTopics, kafkaUnavailable, type KafkaLogLevel } from '../transport/kafka.ts';
-import { deadLetterPartitioner } from '../transport/kafka-producer.ts';
+import { stablePartitioner } from '../transport/kafka-producer.ts';
 import {
   deadLetterTopicUnavailable,
   runBatch,
@@ -608,7 +608,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
         admin = kafka.admin();
         await admin.connect();
         await ensureTopics(admin, cfg);
-        dlqProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: deadLetterPartitioner, retry: { retries: 5, initialRetryTime: 250, maxRetryTime: 4000 } });
+        dlqProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: stablePartitioner, retry: { retries: 5, initialRetryTime: 250, maxRetryTime: 4000 } });
         await dlqProducer.connect();
         await runConsumer();
       } catch (err) {

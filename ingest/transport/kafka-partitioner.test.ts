@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { Partitioners, type PartitionMetadata } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
-import { deadLetterPartitioner, sessionPartitioner } from './kafka-producer.ts';
+import { stablePartitioner } from './kafka-producer.ts';
 
 const partitions = (n: number): PartitionMetadata[] =>
   Array.from({ length: n }, (_, i) => ({ partitionId: i, leader: 1, partitionErrorCode: 0, replicas: [1], isr: [1] }));
 
-describe('sessionPartitioner', () => {
+describe('stablePartitioner', () => {
   const topic = 't';
   const meta = partitions(6);
   const keys = [
@@ -16,17 +16,17 @@ describe('sessionPartitioner', () => {
 
   it('puts a record in the same partition on a retry, so the broker can recognise the resent batch', () => {
     // kafkajs calls the partitioner again for every record on every retry of a request.
-    const partitioner = sessionPartitioner();
+    const partitioner = stablePartitioner();
     const first = keys.map((key) => partitioner({ topic, partitionMetadata: meta, message: { key, value: '' } }));
     const retry = keys.map((key) => partitioner({ topic, partitionMetadata: meta, message: { key, value: '' } }));
-    const otherProducer = sessionPartitioner();
+    const otherProducer = stablePartitioner();
     const fresh = keys.map((key) => otherProducer({ topic, partitionMetadata: meta, message: { key, value: '' } }));
     expect(retry).toEqual(first);
     expect(fresh).toEqual(first);
   });
 
   it('spreads event_id keys over every partition and keeps session keys on murmur2', () => {
-    const partitioner = sessionPartitioner();
+    const partitioner = stablePartitioner();
     const counts = new Array<number>(6).fill(0);
     for (let i = 0; i < 6000; i++) counts[partitioner({ topic, partitionMetadata: meta, message: { key: randomUUID(), value: '' } })]!++;
     for (const c of counts) expect(c).toBeGreaterThan(800); // 1000 expected; 800 is > 6 standard deviations below
@@ -39,7 +39,7 @@ describe('sessionPartitioner', () => {
   });
 });
 
-describe('deadLetterPartitioner', () => {
+describe('stablePartitioner, dead letters', () => {
   const topic = 'd';
   const meta = partitions(3);
   const letters = Array.from({ length: 300 }, (_, i) => ({
@@ -49,8 +49,8 @@ describe('deadLetterPartitioner', () => {
   }));
 
   it('places a dead letter by its key, or by its origin when it has none, the same on every call', () => {
-    const first = letters.map((message) => deadLetterPartitioner()({ topic, partitionMetadata: meta, message }));
-    const p = deadLetterPartitioner();
+    const first = letters.map((message) => stablePartitioner()({ topic, partitionMetadata: meta, message }));
+    const p = stablePartitioner();
     const retry = letters.map((message) => p({ topic, partitionMetadata: meta, message }));
     expect(retry).toEqual(first);
     const murmur2 = Partitioners.DefaultPartitioner();
@@ -60,5 +60,9 @@ describe('deadLetterPartitioner', () => {
       expect(first[i]).toBe(murmur2({ topic, partitionMetadata: meta, message: byKey }));
     }
     expect(new Set(first).size).toBe(3);
+    // neither key nor origin: by the value, still the same on every call
+    const bare = Array.from({ length: 30 }, (_, i) => ({ key: null, value: `payload ${i}` }));
+    const once = bare.map((message) => stablePartitioner()({ topic, partitionMetadata: meta, message }));
+    expect(bare.map((message) => p({ topic, partitionMetadata: meta, message }))).toEqual(once);
   });
 });

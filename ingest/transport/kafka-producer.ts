@@ -75,7 +75,7 @@ interface Pending {
  * - key = `session_key` (a session's events stay in order in one partition, chosen
  *   by the Java client's murmur2, kafkajs `DefaultPartitioner`), or `event_id` for
  *   events without a session, which are spread evenly by the UUID's random bits
- *   ({@link sessionPartitioner}: a retry must put the same records in the same partition);
+ *   ({@link stablePartitioner}: a retry must put the same records in the same partition);
  * - value = the validated event as JSON (contract v1, DESIGN §3).
  * Requests are sent one at a time, with the requests that queued meanwhile coalesced
  * into the next one (sequence numbers of the idempotent producer stay in order).
@@ -126,7 +126,7 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
       const p = kafka.producer({
         idempotent: true,
         maxInFlightRequests: 1,
-        createPartitioner: sessionPartitioner,
+        createPartitioner: stablePartitioner,
         retry: { retries: Math.max(1, options.sendRetries ?? 5), initialRetryTime: 250, maxRetryTime: 4000 },
       });
       try {
@@ -263,29 +263,39 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
 const UUID_KEY = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * The producer's partitioner: kafkajs's murmur2 (Java-compatible) for session keys,
- * remembered per key (a bounded cache: the hash is computed with 64-bit emulation per
- * record otherwise), and for `event_id` keys, which need no affinity, the UUID's last
- * 32 bits modulo the partition count: random bits in UUIDv4 and UUIDv7 (RFC 9562 §5.4,
- * §5.7), so an even spread at the cost of one `parseInt`.
+ * The partitioner of both producers (the gateway's, and the consumer's dead letters in
+ * ingest/consumer/runner.ts). A record goes by
+ * - a session key: kafkajs's murmur2 (Java-compatible), remembered per key (a bounded
+ *   cache: the hash is computed with 64-bit emulation per record otherwise);
+ * - an `event_id` key, which needs no affinity: the UUID's last 32 bits modulo the
+ *   partition count, random bits in UUIDv4 and UUIDv7 (RFC 9562 §5.4, §5.7), so an even
+ *   spread at the cost of one `parseInt`;
+ * - no key (a dead letter whose record had none): murmur2 of its `continuity.dlq.origin`
+ *   header (`topic:partition:offset`), else of its value.
  *
- * Every choice is a function of the key and the partition count. kafkajs groups a
- * request's records again on every retry and rolls all the partitions' sequence
- * numbers back when any partition failed, so a partition whose batch the broker had
- * already stored gets it again with the same first sequence; the broker recognises a
- * duplicate only if the batch is the same records. A choice that depends on call order
- * (round-robin) put other records there on the retry, and the idempotent broker answered
+ * Every choice is a function of the record and the partition count. kafkajs groups a
+ * request's records again on every retry and rolls all the partitions' sequence numbers
+ * back when any partition failed, so a partition whose batch the broker had already
+ * stored gets it again with the same first sequence; the broker recognises a duplicate
+ * only if the batch is the same records. A choice that depends on call order (kafkajs
+ * places keyless records round-robin; this placed `event_id` keys so before 2026-11-30)
+ * put other records there on the retry, and the idempotent broker answered
  * OUT_OF_ORDER_SEQUENCE_NUMBER (seen on the first send to a new topic).
  */
-export const sessionPartitioner: ICustomPartitioner = () => {
+export const stablePartitioner: ICustomPartitioner = () => {
   const murmur2 = Partitioners.DefaultPartitioner();
   const cache = new Map<string, number>();
   let cachedFor = -1;
   return ({ topic, partitionMetadata, message }) => {
     const n = partitionMetadata.length;
     if (message.partition !== undefined && message.partition !== null) return message.partition;
-    const key = typeof message.key === 'string' ? message.key : undefined;
-    if (key === undefined || n === 0) return murmur2({ topic, partitionMetadata, message });
+    if (message.key === undefined || message.key === null) {
+      const origin = message.headers?.['continuity.dlq.origin'];
+      const key = (Array.isArray(origin) ? origin[0] : origin) ?? message.value;
+      return murmur2({ topic, partitionMetadata, message: { ...message, key: key ?? '' } });
+    }
+    const key = message.key;
+    if (typeof key !== 'string' || n === 0) return murmur2({ topic, partitionMetadata, message });
     if (UUID_KEY.test(key)) return partitionMetadata[Number.parseInt(key.slice(-8), 16) % n]!.partitionId;
     if (cachedFor !== n || cache.size >= 100_000) {
       cache.clear();
@@ -297,23 +307,5 @@ export const sessionPartitioner: ICustomPartitioner = () => {
       cache.set(key, p);
     }
     return p;
-  };
-};
-
-/**
- * The dead-letter producer's partitioner (ingest/consumer/runner.ts): murmur2 of the
- * record's own key (Java-compatible, kafkajs `DefaultPartitioner`), and for a record
- * without a key murmur2 of its `continuity.dlq.origin` header (`topic:partition:offset`).
- * kafkajs's default places keyless records round-robin, which a retry would regroup
- * (see {@link sessionPartitioner}); here every choice is a function of the record.
- */
-export const deadLetterPartitioner: ICustomPartitioner = () => {
-  const murmur2 = Partitioners.DefaultPartitioner();
-  return ({ topic, partitionMetadata, message }) => {
-    if (message.partition !== undefined && message.partition !== null) return message.partition;
-    if (message.key !== undefined && message.key !== null) return murmur2({ topic, partitionMetadata, message });
-    const origin = message.headers?.['continuity.dlq.origin'];
-    const key = Array.isArray(origin) ? origin[0] : origin;
-    return murmur2({ topic, partitionMetadata, message: { ...message, key: key ?? null } });
   };
 };
