@@ -47,7 +47,7 @@ describe('GET /api/queries', () => {
     const { queries } = res.json() as { queries: Array<{ name: string; params: Record<string, string>; columns: Record<string, string> }> };
     expect(queries.map((q) => q.name).sort()).toEqual(Object.keys(NAMED_QUERIES).sort());
     const restarts = queries.find((q) => q.name === 'restarts')!;
-    expect(restarts.params).toMatchObject({ t_from: 'DateTime64(6)', service: 'String', mcp_paths: 'Array(String)' });
+    expect(restarts.params).toMatchObject({ t_from: "DateTime64(6, 'UTC')", service: 'String', mcp_paths: 'Array(String)' });
     expect(restarts.columns).toMatchObject({ source: 'String', proxy_5xx: 'UInt64' });
   });
 });

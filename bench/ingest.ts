@@ -26,6 +26,7 @@
  * (when scripts/kafka.sh runs it here), the consumer (its engine threads included) and the
  * raw insert. `--fetch-max-wait-ms W` sets the consumer's batch time bound and `--fetch-min-bytes B`
  * the bytes a fetch waits for (defaults as the CLI).
+ * `--partitions P` provisions the topics with P partitions (default 6, as KAFKA_PARTITIONS);
  * `--concurrency C` runs the consumer with C partitions in flight (default 3, as the CLI);
  * `--consumer-heap-mb M` starts it with `--max-old-space-size=M` (default 0: no cap).
  */
@@ -101,9 +102,14 @@ function seedHex(seed: string): string {
   return h;
 }
 
+/** The topics' partition count: `--partitions P` (default 6); the children inherit it through the environment. */
+function benchPartitions(): number {
+  return Number(process.env.CONTINUITY_BENCH_PARTITIONS ?? 6);
+}
+
 function configFor(brokers: string[], topic: string, dataDir: string, group = `${topic}-writer`): Config {
   return loadConfig(
-    { CONTINUITY_HASH_KEY: HASH_KEY, KAFKA_BROKERS: brokers.join(','), KAFKA_TOPIC: topic, KAFKA_GROUP: group, KAFKA_PARTITIONS: '6' },
+    { CONTINUITY_HASH_KEY: HASH_KEY, KAFKA_BROKERS: brokers.join(','), KAFKA_TOPIC: topic, KAFKA_GROUP: group, KAFKA_PARTITIONS: String(benchPartitions()) },
     { dataDir },
   );
 }
@@ -365,6 +371,7 @@ async function main(): Promise<void> {
   const concurrency = arg(args, '--concurrency', 3);
   const fetchMaxWaitMs = arg(args, '--fetch-max-wait-ms', DEFAULT_FETCH_MAX_WAIT_MS);
   const fetchMinBytes = arg(args, '--fetch-min-bytes', DEFAULT_FETCH_MIN_BYTES);
+  process.env.CONTINUITY_BENCH_PARTITIONS = String(arg(args, '--partitions', 6));
   // V8 grows its heap lazily up to a limit sized for the machine; the consumer's live
   // set is far smaller, and a deployment may cap it (more GC work, less memory). 0: no cap.
   const heapAt = args.indexOf('--consumer-heap-mb');
@@ -499,6 +506,7 @@ async function main(): Promise<void> {
     max_ms: lat?.max ?? null,
     transport: 'kafkajs 2.2.4, gzip, idempotent acks=all',
     platformatic_producer: platformatic,
+    partitions: benchPartitions(),
     partitions_consumed_concurrently: concurrency,
     consumer_max_old_space_mb: heapMb || null,
     load_average_at_start: round(loadAtStart, 2),

@@ -145,3 +145,28 @@ describe('sql, query and hash', () => {
     expect(JSON.parse(found.stdout).n).toBe(46); // every line but the initialize
   });
 });
+
+describe('time parameters are UTC whatever the host time zone', () => {
+  it('query proxy_traffic with a zone-less t_from gives the same rows under TZ=UTC and TZ=America/New_York', async () => {
+    const dir = freshDir();
+    const imported = await continuity(['import', 'caddy', `${CAPTURES}caddy-sdk-restart/caddy-access.log`], dir);
+    expect(imported.code, imported.stderr).toBe(0);
+    const env = process.env.TZ;
+    const traffic = async (tz: string, from: string) => {
+      process.env.TZ = tz;
+      try {
+        const r = await continuity(['query', 'proxy_traffic', '--param', `t_from=${from}`, '--format', 'json'], dir);
+        expect(r.code, r.stderr).toBe(0);
+        return (JSON.parse(r.stdout) as Array<{ requests: number }>).reduce((n, row) => n + Number(row.requests), 0);
+      } finally {
+        if (env === undefined) delete process.env.TZ;
+        else process.env.TZ = env;
+      }
+    };
+    // The capture's 47 lines run 04:04:32–04:04:59 UTC on 2026-11-30; 36 of them from 04:04:40.
+    expect(await traffic('UTC', '2026-11-30 04:04:40')).toBe(36);
+    expect(await traffic('America/New_York', '2026-11-30 04:04:40')).toBe(36);
+    expect(await traffic('America/New_York', '2026-11-30T04:04:40')).toBe(36);
+    expect(await traffic('Asia/Tokyo', '2026-11-30T13:04:40+09:00')).toBe(36);
+  });
+});

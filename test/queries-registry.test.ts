@@ -41,6 +41,6 @@ describe('named query composition', () => {
     ]) {
       expect(() => bindParams('restarts', { t_from, t_to })).toThrow(expect.objectContaining({ code: 'CONT_ERR_QUERY_PARAM' }));
     }
-    expect(bindParams('restarts', { t_from: '2026-11-29', t_to: '2026-11-30' })).toMatchObject({ t_from: '2026-11-29 00:00:00.000', t_to: '2026-11-30 00:00:00.000' });
+    expect(bindParams('restarts', { t_from: '2026-11-29', t_to: '2026-11-30' })).toMatchObject({ t_from: '2026-11-29 00:00:00.000000', t_to: '2026-11-30 00:00:00.000000' });
   });
 });

@@ -27,7 +27,7 @@ proxy_challenges AS
         SELECT event_id, ts, user_agent, challenge_class, http_status
         FROM events
         WHERE event_type = 'auth_challenge' AND source = 'proxy'
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         LIMIT 1 BY event_id
@@ -37,7 +37,7 @@ proxy_challenges AS
         SELECT DISTINCT ts, user_agent, clienth, skh
         FROM proxy_access
         WHERE http_status IN (401, 403)
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
     ) AS p ON p.ts = c.ts AND p.user_agent = c.user_agent
 ),
 server_challenges AS
@@ -48,7 +48,7 @@ server_challenges AS
            if(session_key = '', toUInt128(0), reinterpretAsUInt128(sipHash128(session_key))) AS skh
     FROM events
     WHERE event_type = 'auth_challenge' AND source = 'server'
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
     LIMIT 1 BY event_id
@@ -94,7 +94,7 @@ ok_rows AS
     SELECT toUInt8(0) AS is_server, clienth, skh, t FROM proxy_lines WHERE ok
     UNION ALL
     SELECT toUInt8(1) AS is_server, clienth, skh, t FROM server_requests
-    WHERE ok AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+    WHERE ok AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),

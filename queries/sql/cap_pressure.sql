@@ -24,7 +24,7 @@ cap AS
            victim_idle_ms, victim_in_flight
     FROM events
     WHERE event_type IN ('cap_snapshot', 'session_lifecycle')
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),

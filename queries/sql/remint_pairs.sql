@@ -15,7 +15,7 @@ server AS
            reinterpretAsUInt128(sipHash128(replacement_session_key)) AS replacement_h
     FROM events
     WHERE event_type = 'remint' AND outcome != 'failed'
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
     GROUP BY stale_session_key, replacement_session_key
@@ -27,7 +27,7 @@ adopted_server AS
     SELECT DISTINCT skh
     FROM server_requests
     WHERE event_type = 'arrival'
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND skh IN (SELECT replacement_h FROM server)
 ),
 alias AS
@@ -38,7 +38,7 @@ alias AS
     (
         SELECT event_id, skh, t FROM server_requests
         WHERE event_type = 'settlement' AND session_resolution = 'alias'
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
           AND skh IN (SELECT stale_h FROM server)
         LIMIT 1 BY event_id
     )
@@ -49,7 +49,7 @@ proxy_used AS
     SELECT DISTINCT skh
     FROM proxy_access
     WHERE skh IN (SELECT replacement_h FROM server)
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
 )
 -- the two sources, then one total order over both (an ORDER BY after UNION ALL orders only its last SELECT)
 SELECT *

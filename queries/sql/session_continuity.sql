@@ -36,8 +36,8 @@
 -- requires: proxy_seq, server_boots
 WITH
 -- the hours read whole from the rollups: [hour_lo, hour_hi), seconds
-intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6)}), 0) + 3599999999, 3600000000) * 3600 AS hour_lo,
-least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6)}), 0), 3600000000) * 3600, 4294965600) AS hour_hi,
+intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0) + 3599999999, 3600000000) * 3600 AS hour_lo,
+least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600, 4294965600) AS hour_hi,
 hour_lo < hour_hi AS whole_hours,
 whole_hours AND {service:String} = '' AND {environment:String} = '' AS proxy_rollup,
 fromUnixTimestamp64Micro(hour_lo * 1000000) AS whole_from,
@@ -56,7 +56,7 @@ raw_lines AS
 srv AS
 (
     SELECT * FROM server_requests
-    WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+    WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
@@ -70,8 +70,8 @@ raw_srv AS
 -- the hours that hold a refused miss (any label: the rollup keeps every copy)
 (
     SELECT groupUniqArray(ts) FROM proxy_sessions
-    WHERE last_refused > 0 AND ts >= toDateTime(intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6)}), 0), 3600000000) * 3600, 'UTC')
-      AND ts < {t_to:DateTime64(6)}
+    WHERE last_refused > 0 AND ts >= toDateTime(intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600, 'UTC')
+      AND ts < {t_to:DateTime64(6, 'UTC')}
 ) AS refused_hours,
 -- the proxy's refused misses on a session, read once (FINAL: under the newest
 -- label) from those hours only
@@ -270,7 +270,7 @@ recovered_keys AS
     FROM
     (
         SELECT reinterpretAsUInt128(sipHash128(stale_session_key)) AS skh, toUnixTimestamp64Micro(ts) / 1e6 AS rt FROM events
-        WHERE event_type = 'remint' AND outcome != 'failed' AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+        WHERE event_type = 'remint' AND outcome != 'failed' AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL

@@ -24,11 +24,11 @@ per_arrival AS
            argMinIf(duration_ms, ts, event_type = 'settlement') AS s_duration_ms
     FROM server_requests
     WHERE event_type IN ('arrival', 'settlement')
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)} + INTERVAL 1 HOUR
+      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
     GROUP BY arh
-    HAVING arrived AND a_ts < {t_to:DateTime64(6)}
+    HAVING arrived AND a_ts < {t_to:DateTime64(6, 'UTC')}
 ),
 ended_boots AS
 (
@@ -37,7 +37,7 @@ ended_boots AS
     WHERE is_restart
     UNION DISTINCT
     SELECT boot_id FROM events
-    WHERE event_type = 'shutdown' AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)} + INTERVAL 1 HOUR
+    WHERE event_type = 'shutdown' AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
 )
 SELECT
     a.a_service AS service,

@@ -7,7 +7,7 @@
 
 SELECT DISTINCT url_path
 FROM proxy_access
-WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
   AND ({service:String} = '' OR service = {service:String})
   AND ({environment:String} = '' OR environment = {environment:String})
   AND NOT discovery

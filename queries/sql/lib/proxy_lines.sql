@@ -9,7 +9,7 @@ SELECT
     has_credential, proxy_generated, upstream_error, client_address, user_agent, ua_family, origin, client,
     skh, rkh, clienth, pg, ok, refused, init
 FROM proxy_access FINAL
-WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
   AND ({service:String} = '' OR service = {service:String})
   AND ({environment:String} = '' OR environment = {environment:String})
   -- the endpoint's paths (proxy_endpoints.sql), resolved before the query and bound

@@ -8,8 +8,8 @@ WITH
 -- the hours the range covers whole, [boots_hour_lo, boots_hour_hi) in seconds: the
 -- boots' requests in them come from the server_sessions rollup (0008), the cut
 -- hours' from the rows
-intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6)}), 0) + 3599999999, 3600000000) * 3600 AS boots_hour_lo,
-least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6)}), 0), 3600000000) * 3600, 4294965600) AS boots_hour_hi,
+intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0) + 3599999999, 3600000000) * 3600 AS boots_hour_lo,
+least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600, 4294965600) AS boots_hour_hi,
 boots_hour_lo < boots_hour_hi AS boots_whole_hours,
 b AS
 (
@@ -17,7 +17,7 @@ b AS
            min(toUnixTimestamp64Micro(ts)) / 1e6 AS t
     FROM events
     WHERE event_type = 'boot'
-      AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
     GROUP BY service, boot_id
@@ -54,7 +54,7 @@ activity AS
                0. AS down_t, '' AS reason
         FROM server_requests
         WHERE boot_id IN (SELECT prev_boot_id FROM ordered)
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
           AND NOT (boots_whole_hours AND ts >= toDateTime(boots_hour_lo, 'UTC') AND ts < toDateTime(boots_hour_hi, 'UTC'))
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
@@ -64,7 +64,7 @@ activity AS
         FROM events
         WHERE event_type IN ('boot', 'shutdown', 'remint', 'session_lifecycle', 'cap_snapshot', 'auth_challenge')
           AND source = 'server' AND boot_id IN (SELECT prev_boot_id FROM ordered)
-          AND ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
     )

@@ -16,7 +16,7 @@ WITH
 srv AS
 (
     SELECT * FROM server_requests
-    WHERE ts >= {t_from:DateTime64(6)} AND ts < {t_to:DateTime64(6)}
+    WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),

@@ -1,0 +1,32 @@
+import { describe, expect, it } from 'vitest';
+import { formatTimeMicros, parseTimeMicros, bindParams } from './registry.ts';
+
+describe('time parameters (parseTimeMicros)', () => {
+  it('keeps microseconds exactly, in both notations and as epoch seconds', () => {
+    const us = parseTimeMicros('2026-11-30 04:04:32.545441');
+    expect(us).toBe(Date.UTC(2026, 10, 30, 4, 4, 32) * 1000 + 545441);
+    expect(parseTimeMicros('2026-11-30T04:04:32.545441Z')).toBe(us);
+    expect(parseTimeMicros('1796011472.545441')).toBe(us);
+    expect(formatTimeMicros(us!)).toBe('2026-11-30 04:04:32.545441');
+  });
+
+  it('reads a time without an offset as UTC, and applies an offset when there is one (RFC 3339)', () => {
+    const utc = parseTimeMicros('2026-11-30 04:04:40');
+    expect(parseTimeMicros('2026-11-30T04:04:40')).toBe(utc);
+    expect(parseTimeMicros('2026-11-30T13:04:40+09:00')).toBe(utc);
+    expect(parseTimeMicros('2026-11-29T23:04:40-0500')).toBe(utc);
+    expect(parseTimeMicros('2026-11-30')).toBe(Date.UTC(2026, 10, 30) * 1000);
+  });
+
+  it('refuses what is not a calendar time', () => {
+    for (const bad of ['2026-02-31 00:00:00', '2026-13-01', '2026-11-30 24:00:00', 'yesterday', '2026-11-30 04:04:40 UTC+1', '']) {
+      expect(parseTimeMicros(bad), bad).toBeUndefined();
+    }
+  });
+
+  it('lets a range inside one millisecond through, and orders by microseconds', () => {
+    const p = bindParams('proxy_traffic', { t_from: '2026-11-30 04:04:32.545440', t_to: '2026-11-30 04:04:32.545999' });
+    expect(p).toMatchObject({ t_from: '2026-11-30 04:04:32.545440', t_to: '2026-11-30 04:04:32.545999' });
+    expect(() => bindParams('proxy_traffic', { t_from: '2026-11-30 04:04:32.545999', t_to: '2026-11-30 04:04:32.545440' })).toThrow(/must be before/);
+  });
+});
