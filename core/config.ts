@@ -18,7 +18,9 @@ const KafkaTopicName = z
  *   use a ClickHouse server instead of the embedded engine.
  * - `CONTINUITY_HASH_KEY`: deployment key for keyed hashes, hex (≥ 32 hex chars); when
  *   unset the embedded mode keeps one in `<data-dir>/hash.key`.
- * - `CONTINUITY_RETENTION_DAYS`: event TTL in days (default 90; 0 keeps events forever).
+ * - `CONTINUITY_RETENTION_DAYS`: event TTL in days (0 keeps events forever). Set, it changes the
+ *   store's TTL when the store opens; unset, the store keeps the TTL it has (90 days when created),
+ *   so a command run without it never shortens a retention set before.
  * - `CONTINUITY_MCP_PATHS`: comma-separated MCP endpoint paths for proxy inference
  *   (default: inferred from requests that carry `Mcp-Session-Id`/`Mcp-Protocol-Version`).
  * - `CONTINUITY_REMINT_WINDOW_S`: window for inferred re-mints (default 10 s).
@@ -47,7 +49,7 @@ export const ConfigSchema = z.object({
     .string()
     .regex(/^[0-9a-fA-F]{32,}$/, 'at least 32 hex characters')
     .optional(),
-  retentionDays: z.coerce.number().int().min(0).max(36_500).default(90),
+  retentionDays: z.coerce.number().int().min(0).max(36_500).optional(),
   mcpPaths: z.array(z.string().startsWith('/')).default([]),
   remintWindowS: z.coerce.number().positive().max(3600).default(10),
   ingestToken: z.string().min(16, 'at least 16 characters').max(512).optional(),
@@ -93,7 +95,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, flags: ConfigFl
         }
       : undefined,
     hashKeyHex: env.CONTINUITY_HASH_KEY || undefined,
-    retentionDays: env.CONTINUITY_RETENTION_DAYS,
+    retentionDays: env.CONTINUITY_RETENTION_DAYS || undefined,
     mcpPaths:
       flags.mcpPaths ??
       (env.CONTINUITY_MCP_PATHS ? env.CONTINUITY_MCP_PATHS.split(',').map((p) => p.trim()).filter(Boolean) : undefined),

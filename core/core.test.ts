@@ -12,7 +12,7 @@ describe('loadConfig', () => {
     const c = loadConfig({});
     expect(c.dataDir).toMatch(/\.continuity$/);
     expect(c.clickhouse).toBeUndefined();
-    expect(c.retentionDays).toBe(90);
+    expect(c.retentionDays).toBeUndefined(); // the store keeps the TTL it has (90 days when created)
     expect(Object.isFrozen(c)).toBe(true);
   });
   it('switches to a server with CLICKHOUSE_URL', () => {

@@ -98,15 +98,29 @@ export const RETAINED_TABLES: readonly string[] = ['events', 'proxy_access', 'se
  * metadata mutation; tables not created yet are skipped.
  */
 export async function applyRetention(store: Store, days: number): Promise<void> {
-  const rows = await store.query<{ name: string; q: string }>(
-    `SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name IN {names:Array(String)}`,
-    { names: RETAINED_TABLES },
-  );
-  for (const { name, q } of rows) {
-    const current = /TTL toDateTime\(ts\) \+ (?:INTERVAL (\d+) DAY|toIntervalDay\((\d+)\))/.exec(q);
-    const currentDays = current ? Number(current[1] ?? current[2]) : 0;
+  for (const { name, days: currentDays } of await retentionOf(store)) {
     if (currentDays === days) continue;
     if (days === 0) await store.command(`ALTER TABLE ${name} REMOVE TTL`);
     else await store.command(`ALTER TABLE ${name} MODIFY TTL toDateTime(ts) + toIntervalDay(${Math.floor(days)})`);
   }
+}
+
+/**
+ * The retention the store keeps now: the TTL of `events` in days, 0 when there is none
+ * (or no `events` table yet).
+ */
+export async function retentionDaysOf(store: Store): Promise<number> {
+  return (await retentionOf(store)).find((t) => t.name === 'events')?.days ?? 0;
+}
+
+/** Each existing table of {@link RETAINED_TABLES} with its TTL in days (0: none). */
+async function retentionOf(store: Store): Promise<Array<{ name: string; days: number }>> {
+  const rows = await store.query<{ name: string; q: string }>(
+    `SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name IN {names:Array(String)}`,
+    { names: RETAINED_TABLES },
+  );
+  return rows.map(({ name, q }) => {
+    const current = /TTL toDateTime\(ts\) \+ (?:INTERVAL (\d+) DAY|toIntervalDay\((\d+)\))/.exec(q);
+    return { name, days: current ? Number(current[1] ?? current[2]) : 0 };
+  });
 }

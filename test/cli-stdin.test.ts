@@ -87,8 +87,16 @@ describe('retention', () => {
     const keep = freshDir();
     const k = await continuity(['import', 'caddy', '-', '--data-dir', keep], old, { CONTINUITY_RETENTION_DAYS: '0' });
     expect(k.stderr).not.toContain('retention');
-    // (every command applies the configured retention when it opens the store)
-    expect(await count(keep, { CONTINUITY_RETENTION_DAYS: '0' })).toMatch(/\n47,47$/);
+    // A command run later without the variable keeps the store's retention as it is: it
+    // once re-applied the 90-day default on every open, and the next merge dropped the rows.
+    expect(await count(keep, { CONTINUITY_RETENTION_DAYS: undefined })).toMatch(/\n47,47$/);
+    const ttl = await continuity(
+      ['sql', "SELECT countIf(create_table_query LIKE '%TTL%') FROM system.tables WHERE database = currentDatabase() AND name = 'events'", '--format', 'csv', '--data-dir', keep],
+      '',
+      { CONTINUITY_RETENTION_DAYS: undefined },
+    );
+    expect(ttl.stdout.trim(), ttl.stderr).toMatch(/\n0$/);
+    expect(await count(keep)).toMatch(/\n47,47$/);
   });
 });
 

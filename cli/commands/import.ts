@@ -4,7 +4,7 @@ import { assertSomethingImported, importCaddyLogs, type ImportProgress, type Imp
 import { hasherForConfig } from '../../core/hash.ts';
 import type { Config } from '../../core/config.ts';
 import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
-import type { Store } from '../../store/index.ts';
+import { retentionDaysOf, type Store } from '../../store/index.ts';
 import { configFrom, withStore } from '../context.ts';
 import { reportParams, withReportOptions, type ReportFlags } from './report.ts';
 
@@ -51,7 +51,7 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
     if (started) bar?.stop();
   }
   printRejects(report);
-  warnExpired(report, config.retentionDays);
+  warnExpired(report, await retentionDaysOf(store));
   assertSomethingImported(report);
   return report;
 }
@@ -69,7 +69,8 @@ function warnExpired(report: ImportReport, retentionDays: number): void {
   process.stderr.write(
     `warning: ${all ? 'every entry' : 'some entries'} of this input (${report.time_range.first} .. ${report.time_range.last}) ` +
       `${all ? 'is' : 'are'} older than the ${retentionDays}-day retention; the store drops those events. ` +
-      'Set CONTINUITY_RETENTION_DAYS=0 to keep everything.\n',
+      'To keep such events, set CONTINUITY_RETENTION_DAYS=0 (or more days) before importing them: a second import of ' +
+      'the same lines soon after is taken as a duplicate of this one and stores nothing.\n',
   );
 }
 
