@@ -33,6 +33,13 @@ registerConsumer(program);
 registerStatus(program);
 registerDev(program);
 
+// Output piped into a reader that stops early (`| head`): the rest has nowhere to go, which
+// is not an error of this command (the shell's own tools exit quietly too).
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
+  throw err;
+});
+
 try {
   await program.parseAsync(process.argv);
 } catch (err) {

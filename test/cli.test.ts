@@ -170,3 +170,33 @@ describe('time parameters are UTC whatever the host time zone', () => {
     expect(await traffic('Asia/Tokyo', '2026-11-30T13:04:40+09:00')).toBe(36);
   });
 });
+
+describe('bad flags and closed pipes', () => {
+  it('answers a bad --format, --max-rows or --timeout with CONT_ERR_CONFIG naming the flag, not a stack trace', async () => {
+    const dir = freshDir();
+    for (const [args, flag] of [
+      [['sql', 'SELECT 1', '-f', 'xml'], '--format'],
+      [['sql', 'SELECT 1', '--max-rows', 'abc'], '--max-rows'],
+      [['sql', 'SELECT 1', '--max-rows', '-5'], '--max-rows'],
+      [['sql', 'SELECT 1', '--timeout', 'abc'], '--timeout'],
+      [['query', 'restarts', '-f', 'arrow'], '--format'],
+    ] as const) {
+      const r = await continuity([...args], dir);
+      expect(r.code, args.join(' ')).not.toBe(0);
+      expect(r.stderr, args.join(' ')).toContain('CONT_ERR_CONFIG');
+      expect(r.stderr, args.join(' ')).toContain(flag);
+      expect(r.stderr, args.join(' ')).not.toMatch(/unexpected|\n\s+at /);
+    }
+  });
+
+  it('exits quietly when the reader of its output stops early (| head)', async () => {
+    const dir = freshDir();
+    const { stdout, stderr } = await run(
+      'bash',
+      ['-c', `"${process.execPath}" "${BIN}" sql "SELECT number FROM numbers(2000000)" -f csv --max-rows 2000000 | head -2`],
+      { env: { ...process.env, CONTINUITY_DATA_DIR: dir }, maxBuffer: 64 << 20 },
+    );
+    expect(stdout).toBe('"number"\n0\n');
+    expect(stderr).not.toMatch(/EPIPE|\n\s+at /);
+  });
+});

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { NAMED_QUERIES, getQuery, runQuery } from '../../queries/index.ts';
 import { configFrom, parseParams, withStore } from '../context.ts';
+import { ContinuityError } from '../../core/errors.ts';
 import { formatRows, type RowFormat } from '../format.ts';
 
 /** `continuity query <name> [--param k=v…] [--format table|json|csv]`, `continuity query --list`. */
@@ -19,7 +20,7 @@ export function registerQuery(program: Command): void {
         }
         return;
       }
-      if (!['table', 'json', 'csv'].includes(opts.format)) throw new Error(`--format must be table, json or csv`);
+      if (!['table', 'json', 'csv'].includes(opts.format)) throw new ContinuityError('CONT_ERR_CONFIG', `--format must be table, json or csv (got ${JSON.stringify(opts.format)}); for Arrow use continuity sql --format arrow`);
       const q = getQuery(name);
       const params = parseParams(opts.param);
       const config = configFrom(cmd.optsWithGlobals());
