@@ -291,6 +291,18 @@ function isAlive(pid: number): boolean {
   }
 }
 
+/**
+ * Bounds of one ad hoc statement ({@link Store.readOnly}) besides its rows and time:
+ * the result's bytes (uncompressed, as the engine counts them per block) and the
+ * memory the statement may take. A few wide rows are enough to exhaust the process
+ * (5,000 rows of 1 MB each took 22 GB and a SIGSEGV), and the embedded engine shares
+ * the process with everything else `serve` holds. The memory bound is what stops such a
+ * statement (MEMORY_LIMIT_EXCEEDED, CONT_ERR_STORE_QUERY; 1.7 s and 360 MB for that one);
+ * the engine checks the result bytes only per block, after a block is made.
+ */
+export const MAX_RESULT_BYTES = 256 << 20;
+export const MAX_MEMORY_BYTES = 2 * 1024 ** 3;
+
 function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, insertRaw?: RawInsert): Store {
   const fail = (err: unknown, sql: string): ContinuityError => {
     if (err instanceof ContinuityError) return err;
@@ -373,7 +385,7 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, i
       // Arrow output is uncompressed: ClickHouse defaults to LZ4_FRAME, which apache-arrow cannot read.
       const wrapped =
         `SELECT * FROM (\n${statement}\n) LIMIT ${maxRows}\n` +
-        `SETTINGS readonly = 1, max_execution_time = ${maxSeconds}, output_format_arrow_compression_method = 'none'\n` +
+        `SETTINGS readonly = 1, max_execution_time = ${maxSeconds}, max_result_bytes = ${MAX_RESULT_BYTES}, max_memory_usage = ${MAX_MEMORY_BYTES}, output_format_arrow_compression_method = 'none'\n` +
         `FORMAT ${options.format}`;
       const refuse = (err: unknown): ContinuityError => {
         const e = fail(err, sql);

@@ -346,6 +346,13 @@ describe('continuity query and continuity sql (real processes)', () => {
       return { code: e.code, stdout: e.stdout, stderr: e.stderr };
     }
   };
+  it('sql stops a statement whose result would exhaust memory with a coded error, and the process survives to say so', async () => {
+    // 5,000 rows of 1 MB: before the memory bound this took 22 GB and ended in SIGSEGV.
+    const r = await cli(['sql', "SELECT repeat('a', 1000000) AS s FROM numbers(5000)", '--format', 'csv']);
+    expect(r.code).toBe(1);
+    expect(r.stderr).toContain('CONT_ERR_STORE_QUERY');
+    expect(r.stderr).toMatch(/memory limit/i);
+  });
   const cliCount = async () => JSON.parse((await cli(['sql', 'SELECT count() AS n FROM events', '--format', 'json'])).stdout).n as number;
 
   beforeAll(async () => {
