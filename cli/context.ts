@@ -45,3 +45,15 @@ export function parseParams(pairs: string[] = []): Record<string, string> {
   }
   return out;
 }
+
+/**
+ * A flag's value as a positive number (a whole one when `whole`).
+ * @throws ContinuityError CONT_ERR_CONFIG naming the flag, before the store is opened.
+ */
+export function positiveFlag(flag: string, text: string, whole: boolean): number {
+  const v = Number(text);
+  if (!/^\s*[0-9.]+\s*$/.test(text) || !Number.isFinite(v) || v <= 0 || (whole && !Number.isSafeInteger(v))) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `${flag} takes a positive ${whole ? 'whole number' : 'number'} (got ${JSON.stringify(text)})`);
+  }
+  return v;
+}

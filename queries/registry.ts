@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { formatTimeMicros, parseTimeMicros } from '../core/time.ts';
 import { ContinuityError } from '../core/errors.ts';
 import type { Store } from '../store/index.ts';
 
@@ -19,43 +20,6 @@ export interface NamedQuery {
   readonly paramTypes: Readonly<Record<string, string>>;
   /** Row shape: column name → ClickHouse type. */
   readonly columns: Readonly<Record<string, string>>;
-}
-
-/**
- * Parses a time parameter to epoch microseconds, exactly (no `Date`, which keeps only
- * milliseconds and reads a zone-less ISO string in the host's local zone).
- * Accepts epoch seconds (number or numeric string, fractions to the µs) and
- * `YYYY-MM-DD[( |T)hh:mm[:ss[.f…]]][Z|±hh[:]mm]` (RFC 3339 §5.6 with the space and the
- * missing offset ISO 8601 allows); a time without an offset is UTC, never local.
- * @returns µs since the epoch, or undefined when the text is not such a time.
- */
-export function parseTimeMicros(v: number | string): number | undefined {
-  if (typeof v === 'number') return Number.isFinite(v) ? Math.round(v * 1e6) : undefined;
-  const text = v.trim();
-  if (/^-?\d+(\.\d+)?$/.test(text)) return Math.round(Number(text) * 1e6);
-  const m = /^(\d{4})-(\d{2})-(\d{2})(?:[ T](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,9}))?)?)?\s*(Z|[+-]\d{2}:?\d{2})?$/i.exec(text);
-  if (!m) return undefined;
-  const [, y, mo, d, h = '0', mi = '0', sec = '0', frac = '', zone] = m;
-  const parts = [Number(y), Number(mo), Number(d), Number(h), Number(mi), Number(sec)];
-  if (parts[1]! < 1 || parts[1]! > 12 || parts[2]! < 1 || parts[2]! > 31 || parts[3]! > 23 || parts[4]! > 59 || parts[5]! > 59) return undefined;
-  const ms = Date.UTC(parts[0]!, parts[1]! - 1, parts[2]!, parts[3]!, parts[4]!, parts[5]!);
-  // Date.UTC rolls 31 February over into March: refuse what did not round-trip.
-  if (new Date(ms).getUTCDate() !== parts[2]) return undefined;
-  let offsetMin = 0;
-  if (zone && zone.toUpperCase() !== 'Z') {
-    const z = /^([+-])(\d{2}):?(\d{2})$/.exec(zone)!;
-    offsetMin = (z[1] === '-' ? -1 : 1) * (Number(z[2]) * 60 + Number(z[3]));
-  }
-  const micros = Number(frac.padEnd(6, '0').slice(0, 6));
-  return (ms - offsetMin * 60_000) * 1000 + micros;
-}
-
-/** Epoch µs → `YYYY-MM-DD hh:mm:ss.ffffff` (UTC), the text a `DateTime64(6, 'UTC')` parameter takes. */
-export function formatTimeMicros(us: number): string {
-  const ms = Math.floor(us / 1000);
-  const rest = us - ms * 1000;
-  const iso = new Date(ms).toISOString(); // YYYY-MM-DDThh:mm:ss.mmmZ
-  return `${iso.slice(0, 10)} ${iso.slice(11, 23)}${String(rest).padStart(3, '0')}`;
 }
 
 /**

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { formatTimeMicros, parseTimeMicros, bindParams } from './registry.ts';
+import { formatTimeMicros, parseTimeMicros } from '../core/time.ts';
+import { bindParams } from './registry.ts';
 
 describe('time parameters (parseTimeMicros)', () => {
   it('keeps microseconds exactly, in both notations and as epoch seconds', () => {

@@ -3,6 +3,7 @@ import { extname } from 'node:path';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
+import { isoMicros, parseTimeMicros } from '../core/time.ts';
 import { runQuery } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
@@ -380,17 +381,9 @@ const sum = (rows: ReadonlyArray<Record<string, unknown>>, key: string): number 
 
 /** Store DateTime64 text ('YYYY-MM-DD hh:mm:ss.ffffff', UTC) → µs since the epoch. */
 function storeTimeToMicros(s: string): number {
-  const [whole = '', frac = ''] = s.split('.');
-  const ms = Date.parse(whole.replace(' ', 'T') + 'Z');
-  if (Number.isNaN(ms)) throw new RangeError(`not a store time: ${s}`);
-  return ms * 1000 + Number(frac.padEnd(6, '0').slice(0, 6));
-}
-
-/** µs since the epoch → ISO-8601 UTC with µs ('2026-11-30T04:00:08.410000Z'). */
-function isoMicros(us: number): string {
-  const ms = Math.floor(us / 1000);
-  const micros = String(us - ms * 1000).padStart(3, '0');
-  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, `.$1${micros}Z`);
+  const us = parseTimeMicros(s);
+  if (us === undefined) throw new RangeError(`not a store time: ${s}`);
+  return us;
 }
 
 const EPOCH = 0;

@@ -2,7 +2,7 @@ import { Option, type Command } from 'commander';
 import { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
 import { retry } from '../../core/index.ts';
 import { openMigratedStore } from '../../store/index.ts';
-import { configFrom } from '../context.ts';
+import { configFrom, positiveFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 import { requireKafka } from './gateway.ts';
 
@@ -15,12 +15,6 @@ interface ConsumerFlags {
   concurrency: string;
   logLevel: KafkaLogLevel;
   faultCommitDelay: string;
-}
-
-function positiveInt(name: string, text: string): number {
-  const n = Number(text);
-  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got ${JSON.stringify(text)}`);
-  return n;
 }
 
 /**
@@ -59,11 +53,11 @@ export function registerConsumer(program: Command): void {
         kafka,
         store,
         logLevel: flags.logLevel,
-        sessionTimeoutMs: positiveInt('--session-timeout', flags.sessionTimeout),
-        maxBatchRows: positiveInt('--max-batch-rows', flags.maxBatchRows),
-        fetchMaxWaitMs: positiveInt('--fetch-max-wait', flags.fetchMaxWait),
-        fetchMinBytes: positiveInt('--fetch-min-bytes', flags.fetchMinBytes),
-        partitionsConsumedConcurrently: positiveInt('--concurrency', flags.concurrency),
+        sessionTimeoutMs: positiveFlag('--session-timeout', flags.sessionTimeout, true),
+        maxBatchRows: positiveFlag('--max-batch-rows', flags.maxBatchRows, true),
+        fetchMaxWaitMs: positiveFlag('--fetch-max-wait', flags.fetchMaxWait, true),
+        fetchMinBytes: positiveFlag('--fetch-min-bytes', flags.fetchMinBytes, true),
+        partitionsConsumedConcurrently: positiveFlag('--concurrency', flags.concurrency, true),
         faultCommitDelayMs: Number(flags.faultCommitDelay) || 0,
         onEvent: (e) => {
           if ((e.type !== 'batch' && e.type !== 'written') || flags.progress) line({ event: e.type, ...e, type: undefined, at: new Date().toISOString() });

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { ContinuityError } from '../../core/errors.ts';
-import { configFrom, withStore } from '../context.ts';
+import { configFrom, positiveFlag, withStore } from '../context.ts';
 
 const FORMATS: Record<string, string> = {
   table: 'PrettyCompactMonoBlock',
@@ -25,22 +25,10 @@ export function registerSql(program: Command): void {
     .action(async (statement: string, opts: { format: string; maxRows: string; timeout: string }, cmd: Command) => {
       const format = Object.hasOwn(FORMATS, opts.format) ? FORMATS[opts.format] : undefined;
       if (!format) throw new ContinuityError('CONT_ERR_CONFIG', `--format must be one of ${Object.keys(FORMATS).join(', ')} (got ${JSON.stringify(opts.format)})`);
-      const maxRows = positive('--max-rows', opts.maxRows, true);
-      const maxExecutionS = positive('--timeout', opts.timeout, false);
+      const maxRows = positiveFlag('--max-rows', opts.maxRows, true);
+      const maxExecutionS = positiveFlag('--timeout', opts.timeout, false);
       const config = configFrom(cmd.optsWithGlobals());
       const out = await withStore(config, (store) => store.readOnly(statement, { format, maxRows, maxExecutionS }));
       process.stdout.write(out);
     });
-}
-
-/**
- * A flag's value as a positive number (a whole one when `whole`).
- * @throws ContinuityError CONT_ERR_CONFIG naming the flag, before the store is opened.
- */
-function positive(flag: string, text: string, whole: boolean): number {
-  const v = Number(text);
-  if (!/^\s*[0-9.]+\s*$/.test(text) || !Number.isFinite(v) || v <= 0 || (whole && !Number.isSafeInteger(v))) {
-    throw new ContinuityError('CONT_ERR_CONFIG', `${flag} takes a positive ${whole ? 'whole number' : 'number'} (got ${JSON.stringify(text)})`);
-  }
-  return v;
 }
