@@ -22,24 +22,27 @@ boots AS
 ),
 -- the proxy's misses come with their session's neighbours (proxy_refused):
 -- had_ok = a 2xx on the session before the miss; next_t = the session's next
--- request, 0 when none; inits: the initializes of the refused clients
+-- request, 0 when none; inits: the initializes of the refused clients, one row
+-- each (a miss finds the first one at or after it: an ASOF join, so memory and
+-- work grow with the misses plus the initializes, not with their product when
+-- one client, e.g. a hosted chat's egress address, holds thousands of sessions)
 inits AS
 (
-    SELECT clienth, groupArray(t) AS ts
+    SELECT clienth, t, toUInt8(1) AS hit
     FROM proxy_lines
     WHERE init AND clienth IN (SELECT clienth FROM proxy_refused)
-    GROUP BY clienth
 ),
 proxy AS
 (
     SELECT m.t AS t, m.skh AS skh, m.http_method AS http_method, m.http_status AS http_status,
            if(m.had_ok, 'unknown_after_boot', 'never_seen') AS reason,
            multiIf(
-               arrayExists(x -> x >= m.t AND x <= m.t + {window_s:Float64} AND (m.next_t = 0 OR x <= m.next_t), i.ts), 'initialize',
+               -- the first initialize at or after the miss is the earliest witness
+               i.hit = 1 AND i.t <= m.t + {window_s:Float64} AND (m.next_t = 0 OR i.t <= m.next_t), 'initialize',
                m.next_t > 0, 'same_session_again',
                'nothing') AS next
     FROM proxy_refused AS m
-    LEFT JOIN inits AS i ON i.clienth = m.clienth
+    ASOF LEFT JOIN inits AS i ON i.clienth = m.clienth AND m.t <= i.t
     LEFT JOIN server_by_session AS s ON s.skh = m.skh
     WHERE NOT arrayExists(x -> abs(x - m.t) <= 2, s.ts)
 )

@@ -102,7 +102,9 @@ proxy_inits_all AS (SELECT x.1 AS h, x.2 AS clienth, x.3 AS t FROM (SELECT array
 (
     SELECT groupArray((clienth, t)) FROM srv WHERE init
 ) AS server_init_rows,
-server_inits AS (SELECT x.1 AS clienth, groupArray(x.2) AS ts FROM (SELECT arrayJoin(server_init_rows) AS x) GROUP BY clienth),
+-- one row per initialize: readers find a client's first one after a time with
+-- an ASOF join (a client may hold thousands of sessions: no per-client arrays)
+server_inits AS (SELECT x.1 AS clienth, x.2 AS t, toUInt8(1) AS hit FROM (SELECT arrayJoin(server_init_rows) AS x)),
 -- each refused miss's previous upstream-served request of its session (prev:
 -- (t, ok); (0, 0) = none): the session's other refused misses, and its other
 -- answered requests by the hour: an earlier hour's latest, or its own hour's
@@ -239,8 +241,8 @@ remint_candidates AS
     -- latest miss before it
     SELECT m.skh AS c_stale_h, argMin(i.h, i.t) AS c_replacement_h, min(i.t) AS c_init_t, argMin(m.t, i.t) AS c_miss_t
     FROM refused AS m
-    INNER JOIN proxy_inits_all AS i ON i.clienth = m.clienth
-    WHERE i.t >= m.t AND i.t <= m.t + {window_s:Float64}
+    ASOF INNER JOIN proxy_inits_all AS i ON i.clienth = m.clienth AND m.t <= i.t
+    WHERE i.t <= m.t + {window_s:Float64}
     GROUP BY m.skh
 ),
 (
@@ -254,15 +256,19 @@ server_reinit AS
 (
     -- server_refused.sql's next = 'initialize': the client (of the refused
     -- arrival, else of the refused miss) initialized within window_s after it
-    SELECT r.skh AS skh, r.t AS t
-    FROM server_refused_rows AS r
-    LEFT JOIN
+    SELECT q.skh AS skh, q.t AS t
+    FROM
     (
-        SELECT arh, clienth FROM srv
-        WHERE event_type = 'arrival' AND arh IN (SELECT arh FROM server_refused_rows WHERE arh != 0)
-    ) AS a ON a.arh = r.arh AND r.arh != 0
-    INNER JOIN server_inits AS i ON i.clienth = if(a.arh != 0, a.clienth, r.clienth)
-    WHERE arrayExists(x -> x > r.t AND x <= r.t + {window_s:Float64}, i.ts)
+        SELECT r.skh AS skh, r.t AS t, if(a.arh != 0, a.clienth, r.clienth) AS clienth
+        FROM server_refused_rows AS r
+        LEFT JOIN
+        (
+            SELECT arh, clienth FROM srv
+            WHERE event_type = 'arrival' AND arh IN (SELECT arh FROM server_refused_rows WHERE arh != 0)
+        ) AS a ON a.arh = r.arh AND r.arh != 0
+    ) AS q
+    ASOF INNER JOIN server_inits AS i ON i.clienth = q.clienth AND q.t < i.t
+    WHERE i.t <= q.t + {window_s:Float64}
 ),
 recovered_keys AS
 (
@@ -280,7 +286,6 @@ recovered_keys AS
     )
     GROUP BY skh
 ),
-proxy_inits AS (SELECT clienth, groupArray(t) AS ts FROM proxy_inits_all GROUP BY clienth),
 per_source AS
 (
     -- one row per session and source: last_t is the source's latest request,
@@ -366,14 +371,15 @@ SELECT
     countIf(is_stale AND rk.skh != 0 AND rk.rt >= s.last_refused_t - 2) AS recovered,
     countIf(is_stale AND NOT (rk.skh != 0 AND rk.rt >= s.last_refused_t - 2)) AS unrecovered_stale,
     countIf(last_failed
-            AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, pi.ts)
-            AND NOT arrayExists(x -> x >= s.session_last_t AND x <= s.session_last_t + {window_s:Float64}, si.ts)) AS abandoned_after_failure,
+            AND NOT (pi.hit = 1 AND pi.t <= s.session_last_t + {window_s:Float64})
+            AND NOT (si.hit = 1 AND si.t <= s.session_last_t + {window_s:Float64})) AS abandoned_after_failure,
     countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
     countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
 FROM per_session AS s
 LEFT JOIN recovered_keys AS rk ON rk.skh = s.session_key
-LEFT JOIN proxy_inits AS pi ON pi.clienth = s.p_client
-LEFT JOIN server_inits AS si ON si.clienth = s.s_client
+-- the client's first initialize at or after the session's last request (ASOF)
+ASOF LEFT JOIN (SELECT clienth, t, toUInt8(1) AS hit FROM proxy_inits_all) AS pi ON pi.clienth = s.p_client AND s.session_last_t <= pi.t
+ASOF LEFT JOIN server_inits AS si ON si.clienth = s.s_client AND s.session_last_t <= si.t
 CROSS JOIN restarts AS x
 GROUP BY ua_family, origin
 ORDER BY sessions DESC

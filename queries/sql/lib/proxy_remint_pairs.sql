@@ -20,9 +20,12 @@ candidates AS
     SELECT m.stale_h AS c_stale_h,
            argMin((i.replacement_h, i.replacement), i.init_t) AS c_replacement, min(i.init_t) AS c_init_t,
            argMin(m.t, i.init_t) AS c_miss_t
+    -- each miss with the client's first initialize at or after it (ASOF: the
+    -- earliest replacement in its window, if any, without pairing every miss
+    -- with every initialize of a client that holds thousands of sessions)
     FROM misses AS m
-    INNER JOIN inits AS i ON i.clienth = m.clienth
-    WHERE i.init_t >= m.t AND i.init_t <= m.t + {window_s:Float64}
+    ASOF INNER JOIN inits AS i ON i.clienth = m.clienth AND m.t <= i.init_t
+    WHERE i.init_t <= m.t + {window_s:Float64}
     GROUP BY m.stale_h
 ),
 pairs AS

@@ -53,21 +53,23 @@ session_last AS
     WHERE a.event_type = 'arrival'
     GROUP BY a.skh
 ),
+-- the refused clients' initializes, one row each: a miss finds the first one
+-- after it (ASOF), so a client with thousands of sessions costs its rows, not
+-- its misses times its initializes
 client_inits AS
 (
-    SELECT a.clienth AS clienth, groupArray(a.t) AS init_ts
+    SELECT a.clienth AS clienth, a.t AS t, toUInt8(1) AS hit
     FROM srv AS a
     INNER JOIN (SELECT DISTINCT clienth FROM judged) AS j ON j.clienth = a.clienth
     WHERE a.init
-    GROUP BY a.clienth
 )
 SELECT
     j.service AS service, j.boot_id AS boot_id, j.sk AS sk, j.skh AS skh, j.reason AS reason, j.http_status AS http_status, j.t AS t,
     j.http_method AS http_method, j.mcp_method AS mcp_method,
     multiIf(
-        arrayExists(x -> x > j.t AND x <= j.t + {window_s:Float64}, ci.init_ts), 'initialize',
+        ci.hit = 1 AND ci.t <= j.t + {window_s:Float64}, 'initialize',
         sl.last_t > j.t, 'same_session_again',
         'nothing') AS next
 FROM judged AS j
 LEFT JOIN session_last AS sl ON sl.skh = j.skh
-LEFT JOIN client_inits AS ci ON ci.clienth = j.clienth
+ASOF LEFT JOIN client_inits AS ci ON ci.clienth = j.clienth AND j.t < ci.t
