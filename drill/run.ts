@@ -162,6 +162,9 @@ export async function runDrill(options: DrillOptions): Promise<DrillResult> {
       await waitFor(() => c.loopCalls >= from + callsPerPhase, { timeoutMs: callsPerPhase * 2000 + 10_000, what, intervalMs: 20 });
     };
 
+    /** The HTTP method of the current boot's request `n` (its trace line). */
+    const methodOf = (n: number) => current.lines.find((l) => l.ev === 'req' && l.n === n)?.method;
+
     /** Ends the current boot with `signal` after a collector flush, and records what was open. */
     const endBoot = async (signal: 'kill -9' | 'SIGTERM'): Promise<number> => {
       const flushed = await current.flush();
@@ -177,7 +180,11 @@ export async function runDrill(options: DrillOptions): Promise<DrillResult> {
         ended_by: signal,
         ended_at: at,
         // kill -9: everything it printed came before the kill; SIGTERM: what was open at the signal.
-        open_at_end: current.openRequests(signal === 'kill -9' ? undefined : flushIndex + 1).map((n) => describeRequest(c.records, n)),
+        // Standalone GET streams are no request in flight (settlements.sql counts them apart).
+        open_at_end: current
+          .openRequests(signal === 'kill -9' ? undefined : flushIndex + 1)
+          .filter((n) => methodOf(n) !== 'GET')
+          .map((n) => describeRequest(c.records, n)),
         lines_after_flush: signal === 'kill -9' ? afterFlush : 0,
         counters: (final ?? flushed).counters ?? {},
       });
@@ -226,8 +233,8 @@ export async function runDrill(options: DrillOptions): Promise<DrillResult> {
     mark('client stopped (SDK client closed)');
     // Calls settle; an open GET stream may not: Caddy keeps the upstream stream
     // open after the client went away (it notices only when it next writes), so
-    // the server still has it open at the SIGTERM — in flight at shutdown, as S15.
-    const methodOf = (n: number) => current.lines.find((l) => l.ev === 'req' && l.n === n)?.method;
+    // the server still has it open at the SIGTERM. A standalone stream is no request
+    // in flight: settlements.sql counts it in streams_open, not unsettled_at_shutdown.
     await waitFor(() => current.openRequests().every((n) => methodOf(n) === 'GET'), { timeoutMs: 5000, what: 'the server to answer every call' });
     const stoppedAt = await endBoot('SIGTERM');
     mark(`server boot ${current.label} stopped gracefully (SIGTERM)`, stoppedAt);

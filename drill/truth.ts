@@ -19,7 +19,8 @@ export interface BootTruth {
   /**
    * Requests the server had received and not answered when the drill signalled it
    * (`#n METHOD rpc`, n = `x-drill-req`), from the server's own trace: the arrivals
-   * that must stay unsettled (S15), attributed to this boot.
+   * that must stay unsettled (S15), attributed to this boot. Standalone GET streams
+   * are left out: they are no request (settlements.sql `streams_open`).
    */
   open_at_end: string[];
   /** Trace lines written after the last flush before the signal: events of these may be missing from the store (should be 0). */

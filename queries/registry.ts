@@ -131,6 +131,7 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
       arrivals: 'UInt64',
       settled: 'UInt64',
       unsettled: 'UInt64',
+      streams_open: 'UInt64',
       unsettled_at_shutdown: 'UInt64',
       settled_share: 'Float64',
       ok: 'UInt64',

@@ -63,7 +63,11 @@ describe('a clean deploy: graceful restart, sessions rebuilt under their ids', (
     ]);
     // the gates saw traffic: a pass is not the absence of evidence
     expect(gate(r, 'proxy_5xx_in_gap').numbers.proxy_requests).toBe(26);
-    expect(gate(r, 'unsettled_at_shutdown').numbers).toMatchObject({ arrivals: 42, settled: 42, ended_boot_id: 'boot-pass-0' });
+    // each SDK client held its standalone GET stream until the shutdown closed it: no request in flight
+    expect(gate(r, 'unsettled_at_shutdown').numbers).toMatchObject({ arrivals: 44, settled: 42, streams_open: 2, ended_boot_id: 'boot-pass-0' });
+    expect(gate(r, 'unsettled_at_shutdown').summary).toBe(
+      '0 of 42 request(s) of the boot that ended (boot-pass-0) never settled; 2 standalone GET stream(s) were open, which every shutdown closes (not counted)',
+    );
   });
 
   it('resolves latest, the release and the boot_id to the same restart; the window runs from the shutdown to 15 min after the boot', async () => {

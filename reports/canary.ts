@@ -69,7 +69,8 @@ export interface GatesConfig {
  * 2. `refused_after_boot` max 0 — refused misses after the boot on sessions active
  *    before it (reason unknown_after_boot): the server forgot live sessions.
  * 3. `unsettled_at_shutdown` max 0 — arrivals of the boot that ended which never
- *    settled: the process died under them.
+ *    settled: the process died under them (standalone GET streams, which every
+ *    shutdown closes, are not counted: settlements.sql `streams_open`).
  * 4. `sessions_lost_tools` max 0 — sessions refused in the deploy window and never
  *    recovered (no re-mint, no re-initialize): those chats lost their tools.
  * 5. `invalid_token_rate` ratio 2, margin_pp 1 — challenges of class invalid_token
@@ -699,22 +700,25 @@ function measureUnsettledAtShutdown(e: Evidence, gates: GatesConfig): Measured {
       (deploy.previous_boot_id !== null ? r.boot_id === deploy.previous_boot_id : !e.restartBootIds.has(String(r.boot_id))),
   );
   const value = sum(ended, 'unsettled_at_shutdown');
+  const streams = sum(ended, 'streams_open');
   const endedIds = [...new Set(ended.map((r) => String(r.boot_id)))];
   const evaluable = deploy.source === 'server' && sum(settleL.rows, 'arrivals') > 0;
+  const streamNote = streams > 0 ? `; ${streams} standalone GET stream(s) were open, which every shutdown closes (not counted)` : '';
   return {
     value: evaluable ? value : null,
     unit: 'count',
     verdict: evaluable ? countVerdict(gates.unsettled_at_shutdown.max, value) : 'not_evaluated',
     summary: evaluable
-      ? `${value} of ${sum(ended, 'arrivals')} arrival(s) of the boot that ended (${endedIds.join(', ') || 'no arrivals recorded'}) never settled`
+      ? `${value} of ${sum(ended, 'arrivals') - streams} request(s) of the boot that ended (${endedIds.join(', ') || 'no arrivals recorded'}) never settled${streamNote}`
       : 'no server arrivals: only an instrumented server records arrivals and settlements (collectors/mcp)',
     numbers: {
       unsettled_at_shutdown: evaluable ? value : null,
       arrivals: sum(ended, 'arrivals'),
       settled: sum(ended, 'settled'),
+      streams_open: sum(ended, 'streams_open'),
       ended_boot_id: endedIds.join(', ') || null,
     },
-    rows: ended.map((r) => pick(r, 'service', 'boot_id', 'boot_ended', 'mcp_method', 'arrivals', 'settled', 'unsettled_at_shutdown', 'settled_share')),
+    rows: ended.map((r) => pick(r, 'service', 'boot_id', 'boot_ended', 'mcp_method', 'arrivals', 'settled', 'streams_open', 'unsettled_at_shutdown', 'settled_share')),
     queries: [settleL.q],
   };
 }
@@ -851,12 +855,16 @@ function proportionBounds(e: Evidence, confidence: number, target: number): Prop
  * boot of the deploy's service other than the new one (it ended when the deploy
  * booted, even if the query's range holds no event saying so), or unsettled at
  * shutdown as the query judged it. Arrivals still in flight on a running boot are
- * left out: their fate is not known yet.
+ * left out: their fate is not known yet; so are standalone GET streams (the
+ * query's `streams_open`), which every shutdown ends and which are no request.
  */
 function lostWithTheirBoot(rows: ReadonlyArray<Record<string, unknown>>, deploy: DeployInfo): number {
   return rows.reduce(
     (n, r) =>
-      n + (r.boot_id !== deploy.boot_id && (!deploy.service || r.service === deploy.service) ? num(r.unsettled) : num(r.unsettled_at_shutdown)),
+      n +
+      (r.boot_id !== deploy.boot_id && (!deploy.service || r.service === deploy.service)
+        ? num(r.unsettled) - num(r.streams_open)
+        : num(r.unsettled_at_shutdown)),
     0,
   );
 }

@@ -77,7 +77,7 @@ const inferredPair = row({ mode: 'client_reinit_inferred', inferred: 1, events: 
 /** auth_challenges: every fixture challenge is a 401 in the first hour. */
 const challenges = row({ hour: '2026-11-30 04:00:00', http_status: 401 });
 /** settlements: all settled and every latency percentile 10 ms unless given. */
-const settlement = row({ unsettled: 0, unsettled_at_shutdown: 0, settled_share: 1, ok: 0, jsonrpc_error: 0, tool_error: 0, refused: 0, auth_challenge: 0, other: 0, p50_ms: 10, p95_ms: 10, p99_ms: 10 });
+const settlement = row({ unsettled: 0, streams_open: 0, unsettled_at_shutdown: 0, settled_share: 1, ok: 0, jsonrpc_error: 0, tool_error: 0, refused: 0, auth_challenge: 0, other: 0, p50_ms: 10, p95_ms: 10, p99_ms: 10 });
 /** The settlements row of a scenario's one initialize, settled ok. */
 const initialize = (service: string, boot_id: string, boot_ended: 0 | 1) => settlement({ service, boot_id, boot_ended, mcp_method: 'initialize', arrivals: 1, settled: 1, ok: 1 });
 const traffic = row({ ok: 0, proxy_generated_5xx: 0, upstream_5xx: 0, refused: 0, challenged: 0, sessions: 0 });

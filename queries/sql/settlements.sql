@@ -4,6 +4,10 @@
 -- boot ended (in flight at shutdown: attributed to the boot that ended, since
 -- the arrival carries that boot's id), outcomes and latency percentiles (ms).
 -- A boot has ended when a later boot of its service exists or it shut down.
+-- A standalone GET stream (the server-push SSE channel every SDK client opens,
+-- DESIGN §1) is an arrival too, but it is a listening channel that only ends when
+-- one side closes it, and every shutdown closes it: an open one is counted in
+-- streams_open, not as a request in flight (unsettled_at_shutdown).
 -- requires: server_boots
 WITH
 -- one pass over both event types, one row per arrival: what arrived in the range
@@ -17,6 +21,7 @@ per_arrival AS
            anyIf(service, event_type = 'arrival') AS a_service,
            anyIf(toString(boot_id), event_type = 'arrival') AS a_boot_id,
            anyIf(toString(mcp_method), event_type = 'arrival') AS a_mcp_method,
+           anyIf(http_method = 'GET', event_type = 'arrival') AS a_stream,
            minIf(ts, event_type = 'arrival') AS a_ts,
            countIf(event_type = 'arrival') > 0 AS arrived,
            countIf(event_type = 'settlement') > 0 AS s_settled,
@@ -47,7 +52,8 @@ SELECT
     count() AS arrivals,
     countIf(a.s_settled) AS settled,
     arrivals - settled AS unsettled,
-    if(boot_ended, unsettled, 0) AS unsettled_at_shutdown,
+    countIf(NOT a.s_settled AND a.a_stream) AS streams_open,
+    if(boot_ended, unsettled - streams_open, 0) AS unsettled_at_shutdown,
     round(settled / arrivals, 4) AS settled_share,
     countIf(a.s_settled AND a.s_outcome = 'ok') AS ok,
     countIf(a.s_settled AND a.s_outcome = 'jsonrpc_error') AS jsonrpc_error,
