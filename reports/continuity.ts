@@ -7,6 +7,13 @@ export interface LineCounts {
   parsed: number;
   rejected: number;
   skipped: number;
+  /**
+   * What the counts cover: `import`, the import this report follows (`continuity
+   * import`); `store`, every input ever imported into the store, each counted once
+   * (its latest run, by content hash), whatever the report's range, service or
+   * environment: an import run is a file, not a time range (absent: `import`).
+   */
+  scope?: 'import' | 'store';
 }
 
 /**
@@ -158,14 +165,26 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
   return report;
 }
 
+/**
+ * The lines of every input imported into the store, each input once: importing the
+ * same file again stores nothing twice (deterministic event ids and deduplication
+ * tokens), so only its latest run counts.
+ */
 async function importedLines(store: Store): Promise<LineCounts> {
   const [row] = await store.query<{ read: number; parsed: number; rejected: number }>(
-    'SELECT sum(lines_read) AS read, sum(lines_parsed) AS parsed, sum(lines_rejected) AS rejected FROM import_runs',
+    `SELECT sum(read) AS read, sum(parsed) AS parsed, sum(rejected) AS rejected
+     FROM
+     (
+         SELECT argMax(lines_read, (finished_at, run_id)) AS read, argMax(lines_parsed, (finished_at, run_id)) AS parsed,
+                argMax(lines_rejected, (finished_at, run_id)) AS rejected
+         FROM import_runs
+         GROUP BY kind, if(content_hash = '', toString(run_id), content_hash)
+     )`,
   );
   const read = num(row?.read);
   const parsed = num(row?.parsed);
   const rejected = num(row?.rejected);
-  return { read, parsed, rejected, skipped: Math.max(0, read - parsed - rejected) };
+  return { read, parsed, rejected, skipped: Math.max(0, read - parsed - rejected), scope: 'store' };
 }
 
 function findings(r: ContinuityReport): string[] {

@@ -7,7 +7,7 @@ export function renderContinuityText(r: ContinuityReport): string {
   lines.push('MCP session-continuity report');
   lines.push(`  range: ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${r.range.service}` : ''}`);
   lines.push('');
-  lines.push('Input');
+  lines.push(r.lines.scope === 'store' ? 'Input (every file imported into the store, each once; not limited to the range)' : 'Input');
   kv('lines parsed / rejected / skipped / read', `${r.lines.parsed} / ${r.lines.rejected} / ${r.lines.skipped} / ${r.lines.read}`);
   lines.push('Restarts');
   kv('restarts (server boots)', r.restarts.server);
