@@ -2,7 +2,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { ContinuityError, isContinuityError } from '../core/index.ts';
-import { NAMED_QUERIES, bindParams, getQuery, runQuery } from '../queries/index.ts';
+import { NAMED_QUERIES, bindParams, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { buildContinuityReport } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
 
@@ -12,6 +12,8 @@ export interface ApiOptions {
   store: Store;
   /** When set, every route requires `Authorization: Bearer <token>` (the same token as the ingest routes). */
   bearerToken?: string | undefined;
+  /** The deployment's defaults of query parameters (CONTINUITY_MCP_PATHS, CONTINUITY_REMINT_WINDOW_S); a request's own values win. */
+  queryDefaults?: QueryDefaults | undefined;
 }
 
 /**
@@ -93,7 +95,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
 
   app.get<{ Params: { name: string }; Querystring: Record<string, string | string[]> }>('/queries/:name', async (req) => {
     const q = getQuery(req.params.name);
-    const given = { ...req.query };
+    const given = withQueryDefaults(q.name, { ...req.query }, options.queryDefaults ?? {});
     // Bound here too only to echo the values used (defaults applied); runQuery binds again.
     const params = bindParams(q.name, given);
     const rows = await runQuery(store, q.name, given);
@@ -106,7 +108,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     if (unknown.length > 0) {
       throw new ContinuityError('CONT_ERR_QUERY_PARAM', `the report takes no parameter ${unknown.join(', ')}; it takes ${[...REPORT_PARAMS].join(', ')}`);
     }
-    return buildContinuityReport(store, params);
+    return buildContinuityReport(store, withQueryDefaults(undefined, params, options.queryDefaults ?? {}));
   });
 
   app.post('/sql', async (req, reply) => {

@@ -2,6 +2,7 @@ import type { AddressInfo } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { createGateway, createInProcessTransport, mapOtlpRecord, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
 import type { Store } from '../store/index.ts';
+import type { QueryDefaults } from '../queries/index.ts';
 import { apiRoutes } from './routes.ts';
 
 /** Options of {@link createContinuityServer}. */
@@ -14,6 +15,8 @@ export interface ContinuityServerOptions {
   transport?: InProcessTransportOptions;
   /** fastify's request logger (default off). */
   logger?: boolean;
+  /** The deployment's defaults of query parameters for the read API (a request's own values win). */
+  queryDefaults?: QueryDefaults;
 }
 
 /** Where a listening server takes events and answers reads. */
@@ -52,7 +55,7 @@ export interface ContinuityServer {
 export async function createContinuityServer(options: ContinuityServerOptions): Promise<ContinuityServer> {
   const transport = createInProcessTransport(options.store, options.transport);
   const { app } = await createGateway({ sink: transport, mapOtlpRecord, bearerToken: options.bearerToken, logger: options.logger ?? false });
-  await app.register(apiRoutes, { prefix: '/api', store: options.store, bearerToken: options.bearerToken });
+  await app.register(apiRoutes, { prefix: '/api', store: options.store, bearerToken: options.bearerToken, queryDefaults: options.queryDefaults });
   let closing: Promise<{ error?: Error }> | undefined;
   return {
     app,

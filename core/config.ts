@@ -120,7 +120,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, flags: ConfigFl
       hashKeyHex: 'CONTINUITY_HASH_KEY',
       retentionDays: 'CONTINUITY_RETENTION_DAYS',
       mcpPaths: 'CONTINUITY_MCP_PATHS',
-      remintWindowS: 'CONTINUITY_REMINT_WINDOW_S/--remint-window',
+      remintWindowS: 'CONTINUITY_REMINT_WINDOW_S',
       ingestToken: 'CONTINUITY_INGEST_TOKEN/--token',
     };
     const kafkaNames: Record<string, string> = {

@@ -296,6 +296,29 @@ export function withFragments(text: string): string {
   return `${head}\nWITH\n${ctes}${own ? ',' + rest.slice(own[0].length) : '\n' + rest}`;
 }
 
+/** The deployment's settings that are defaults of query parameters (core/config.ts). */
+export interface QueryDefaults {
+  /** CONTINUITY_MCP_PATHS: the MCP endpoint paths (empty: inferred), the `mcp_paths` parameter. */
+  readonly mcpPaths?: readonly string[];
+  /** CONTINUITY_REMINT_WINDOW_S: the window of inferred re-mints and recoveries, s, the `window_s` parameter. */
+  readonly remintWindowS?: number;
+}
+
+/**
+ * `params` with the deployment's defaults (`defaults`) filled in where query `name`
+ * takes the parameter and `params` does not give it; a given value always wins.
+ * `name` undefined: every parameter a default exists for (the report, which hands
+ * each query its own).
+ * @throws ContinuityError CONT_ERR_QUERY_UNKNOWN for an unknown name.
+ */
+export function withQueryDefaults(name: string | undefined, params: Record<string, unknown>, defaults: QueryDefaults): Record<string, unknown> {
+  const takes = (k: string) => name === undefined || Object.hasOwn(getQuery(name).paramTypes, k);
+  const out: Record<string, unknown> = {};
+  if (defaults.mcpPaths?.length && takes('mcp_paths')) out.mcp_paths = defaults.mcpPaths.join(',');
+  if (defaults.remintWindowS !== undefined && takes('window_s')) out.window_s = defaults.remintWindowS;
+  return { ...out, ...params };
+}
+
 /** Looks up a named query. @throws ContinuityError CONT_ERR_QUERY_UNKNOWN */
 export function getQuery(name: string): NamedQuery {
   const q = Object.hasOwn(NAMED_QUERIES, name) ? NAMED_QUERIES[name] : undefined;

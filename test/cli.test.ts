@@ -171,6 +171,40 @@ describe('time parameters are UTC whatever the host time zone', () => {
   });
 });
 
+describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_REMINT_WINDOW_S)', () => {
+  it('reach query and report, a --param wins over them, and a bad value names the variable', async () => {
+    const dir = freshDir();
+    const imported = await continuity(['import', 'caddy', `${CAPTURES}caddy-sdk-restart/caddy-access.log`], dir);
+    expect(imported.code, imported.stderr).toBe(0);
+    const misses = (r: { stdout: string }) => (JSON.parse(r.stdout) as Array<{ misses: number }>).reduce((n, row) => n + Number(row.misses), 0);
+    const withEnv = async (vars: Record<string, string>, args: string[]) => {
+      const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+      Object.assign(process.env, vars);
+      try {
+        return await continuity(args, dir);
+      } finally {
+        for (const [k, v] of Object.entries(saved)) {
+          if (v === undefined) delete process.env[k];
+          else process.env[k] = v;
+        }
+      }
+    };
+    const query = ['query', 'refused_misses', '--format', 'json'];
+    expect(misses(await continuity(query, dir))).toBe(25);
+    // the capture's MCP endpoint is /mcp: naming another path leaves no MCP traffic to judge
+    expect(misses(await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, query))).toBe(0);
+    expect(misses(await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, [...query, '--param', 'mcp_paths=/mcp']))).toBe(25);
+    const report = await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, ['report', '--json']);
+    expect(report.code, report.stderr).toBe(0);
+    expect(JSON.parse(report.stdout).refused_misses.total).toBe(0);
+    const bad = await withEnv({ CONTINUITY_REMINT_WINDOW_S: '-1' }, ['report']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('CONT_ERR_CONFIG');
+    expect(bad.stderr).toContain('CONTINUITY_REMINT_WINDOW_S');
+    expect(bad.stderr).not.toContain('--remint-window');
+  });
+});
+
 describe('bad flags and closed pipes', () => {
   it('answers a bad --format, --max-rows or --timeout with CONT_ERR_CONFIG naming the flag, not a stack trace', async () => {
     const dir = freshDir();

@@ -3,7 +3,7 @@
 // text lists each fragment once, before its readers.
 import { readdirSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { bindParams, INTERNAL_PARAM_TYPES, NAMED_QUERIES, querySql } from '../queries/index.ts';
+import { bindParams, INTERNAL_PARAM_TYPES, NAMED_QUERIES, querySql, withQueryDefaults } from '../queries/index.ts';
 
 const PLACEHOLDER = /\{([a-z_]+):([^}]+)\}/g;
 const fragments = readdirSync(new URL('../queries/sql/lib/', import.meta.url)).map((f) => f.replace(/\.sql$/, ''));
@@ -42,5 +42,17 @@ describe('named query composition', () => {
       expect(() => bindParams('restarts', { t_from, t_to })).toThrow(expect.objectContaining({ code: 'CONT_ERR_QUERY_PARAM' }));
     }
     expect(bindParams('restarts', { t_from: '2026-11-29', t_to: '2026-11-30' })).toMatchObject({ t_from: '2026-11-29 00:00:00.000000', t_to: '2026-11-30 00:00:00.000000' });
+  });
+});
+
+describe('the deployment’s defaults of query parameters (withQueryDefaults)', () => {
+  const defaults = { mcpPaths: ['/mcp', '/v2/mcp'], remintWindowS: 30 };
+  it('fills in only the parameters the query takes, and a given value wins', () => {
+    expect(withQueryDefaults('remint_pairs', {}, defaults)).toEqual({ mcp_paths: '/mcp,/v2/mcp', window_s: 30 });
+    expect(withQueryDefaults('cap_pressure', {}, defaults)).toEqual({ mcp_paths: '/mcp,/v2/mcp' });
+    expect(withQueryDefaults('remint_pairs', { window_s: '5', mcp_paths: '/x' }, defaults)).toEqual({ mcp_paths: '/x', window_s: '5' });
+    expect(withQueryDefaults('remint_pairs', {}, { remintWindowS: 30 })).toEqual({ window_s: 30 });
+    // the values bind as the query's own parameters
+    expect(bindParams('remint_pairs', withQueryDefaults('remint_pairs', {}, defaults))).toMatchObject({ mcp_paths: ['/mcp', '/v2/mcp'], window_s: 30 });
   });
 });

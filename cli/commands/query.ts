@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { NAMED_QUERIES, getQuery, runQuery } from '../../queries/index.ts';
+import { NAMED_QUERIES, getQuery, runQuery, withQueryDefaults } from '../../queries/index.ts';
 import { configFrom, parseParams, withStore } from '../context.ts';
 import { ContinuityError } from '../../core/errors.ts';
 import { formatRows, type RowFormat } from '../format.ts';
@@ -24,7 +24,7 @@ export function registerQuery(program: Command): void {
       const q = getQuery(name);
       const params = parseParams(opts.param);
       const config = configFrom(cmd.optsWithGlobals());
-      const rows = await withStore(config, (store) => runQuery(store, q.name, params));
+      const rows = await withStore(config, (store) => runQuery(store, q.name, withQueryDefaults(q.name, params, config)));
       process.stdout.write(formatRows(rows, opts.format, Object.keys(q.columns)));
     });
 }

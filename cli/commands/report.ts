@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import type { Config } from '../../core/index.ts';
+import { withQueryDefaults } from '../../queries/index.ts';
 import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
 import { configFrom, withStore } from '../context.ts';
 
@@ -12,15 +14,18 @@ export interface ReportFlags {
   json?: boolean;
 }
 
-/** Converts report flags to named-query parameters. */
-export function reportParams(flags: ReportFlags): Record<string, unknown> {
+/**
+ * Converts report flags to named-query parameters, over the deployment's defaults
+ * (CONTINUITY_MCP_PATHS, CONTINUITY_REMINT_WINDOW_S) from `config`.
+ */
+export function reportParams(flags: ReportFlags, config: Pick<Config, 'mcpPaths' | 'remintWindowS'>): Record<string, unknown> {
   const p: Record<string, unknown> = {};
   if (flags.from) p.t_from = flags.from;
   if (flags.to) p.t_to = flags.to;
   if (flags.service) p.service = flags.service;
   if (flags.environment) p.environment = flags.environment;
   if (flags.window) p.window_s = flags.window;
-  return p;
+  return withQueryDefaults(undefined, p, config);
 }
 
 /** Adds the report flags to a command. */
@@ -30,7 +35,7 @@ export function withReportOptions(cmd: Command): Command {
     .option('--to <time>', 'end of the range (exclusive)')
     .option('--service <name>', 'only this service')
     .option('--environment <name>', 'only this environment')
-    .option('--window <seconds>', 'window for inferred re-mints and recoveries', '10')
+    .option('--window <seconds>', 'window for inferred re-mints and recoveries (default: CONTINUITY_REMINT_WINDOW_S, else 10)')
     .option('--json', 'print the report as one JSON object');
 }
 
@@ -39,7 +44,7 @@ export function registerReport(program: Command): void {
   withReportOptions(program.command('report').description('print the session-continuity report for the stored events')).action(
     async (opts: ReportFlags, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
-      const report = await withStore(config, (store) => buildContinuityReport(store, reportParams(opts)));
+      const report = await withStore(config, (store) => buildContinuityReport(store, reportParams(opts, config)));
       process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));
     },
   );

@@ -53,7 +53,7 @@ export function registerServe(program: Command): void {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
       const port = parsePort(flags.port);
       const store = await openMigratedStore(config);
-      const server = await createContinuityServer({ store, bearerToken: config.ingestToken });
+      const server = await createContinuityServer({ store, bearerToken: config.ingestToken, queryDefaults: config });
       const signal = untilSignal();
       let endpoints: ServerEndpoints;
       try {
