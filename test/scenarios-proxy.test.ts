@@ -40,6 +40,17 @@ describe('S1 — stale session after a restart; the client never re-initializes'
       expect.objectContaining({ source: 'proxy', boot: '1', reason: 'unknown_after_boot', http_status: 404, http_method: 'POST', next: 'nothing', misses: 1 }),
     ]);
   });
+
+  it('gives the misses the same reason when the range starts after the session’s 2xx (its hours are read from the rollup)', async () => {
+    // the 2xx are at 0–3 s, the misses at 60–64 s: a range from 30 s holds only the misses
+    const rows = await runQuery(t.store, 'refused_misses', { service: 's1', t_from: '2026-11-30 04:00:30' });
+    expect(rows.reduce((n, r) => n + Number(r.misses), 0)).toBe(5);
+    expect(rows.every((r) => r.reason === 'unknown_after_boot')).toBe(true);
+    // a range that starts between the misses: the session's 2xx are still found
+    const late = await runQuery(t.store, 'refused_misses', { service: 's1', t_from: '2026-11-30 04:01:02' });
+    expect(late.reduce((n, r) => n + Number(r.misses), 0)).toBe(3);
+    expect(late.every((r) => r.reason === 'unknown_after_boot')).toBe(true);
+  });
 });
 
 describe('S3 — a bridge client keeps the stale id', () => {

@@ -2,7 +2,10 @@
 -- with its session's requests around it:
 --   prev_t, prev_ok  the session's previous upstream-served request (not a
 --                    proxy-generated 5xx) and whether it was a 2xx (0, 0 = none)
---   had_ok           some earlier request of the session was a 2xx
+--   had_ok           some earlier request of the session was a 2xx, also before
+--                    the range (the rollup proxy_sessions: an hour that starts
+--                    before t_from and whose first 2xx is before it), so a
+--                    miss's reason does not depend on where the range starts
 --   next_t           the session's next request of any kind (0 = none)
 -- Sessions and clients are their hashed keys (skh, clienth; the strings would be
 -- read for every line). Two scalars, which the engine computes once per query
@@ -26,11 +29,21 @@ WITH
         INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).2 AS skh) AS r ON r.skh = l.skh
         GROUP BY l.skh
     )
-) AS session_rows
+) AS session_rows,
+(
+    SELECT groupUniqArray(ps.h)
+    FROM proxy_sessions AS ps
+    INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).2 AS h) AS r ON r.h = ps.h
+    WHERE ps.ts < {t_from:DateTime64(6, 'UTC')}
+      AND ps.first_ok < toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}) / 1e6
+      AND ({service:String} = '' OR ps.service = {service:String})
+      AND ({environment:String} = '' OR ps.environment = {environment:String})
+      AND ps.url_path IN {endpoint_paths:Array(String)}
+) AS ok_before_range
 SELECT m.x.1 AS service, m.x.2 AS skh, m.x.3 AS t, m.x.4 AS clienth, m.x.5 AS http_method, m.x.6 AS http_status,
        arrayLast(y -> y.1 < t AND NOT y.3, s.y.2) AS prev,
        prev.1 AS prev_t, prev.2 AS prev_ok,
-       arrayExists(y -> y.1 < t AND y.2, s.y.2) AS had_ok,
+       arrayExists(y -> y.1 < t AND y.2, s.y.2) OR has(ok_before_range, skh) AS had_ok,
        arrayFirst(y -> y.1 > t, s.y.2).1 AS next_t
 FROM (SELECT arrayJoin(refused_rows) AS x) AS m
 INNER JOIN (SELECT arrayJoin(session_rows) AS y) AS s ON s.y.1 = m.x.2
