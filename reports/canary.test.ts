@@ -267,6 +267,9 @@ describe('gates files', () => {
     ['ratio below 1', 'invalid_token_rate: { ratio: 0.5, margin_pp: "1" }', 'x.yml', ['invalid_token_rate.ratio', 'invalid_token_rate.margin_pp']],
     ['not YAML', 'proxy_5xx_in_gap: { max: [', 'x.yaml', []],
     ['not JSON', '{ "proxy_5xx_in_gap": ', 'x.json', []],
+    // JSON.parse keeps the last of a repeated key silently: which threshold was meant is unknown
+    ['a repeated gate (JSON)', '{"refused_after_boot": {"max": 3}, "refused_after_boot": {"max": 50}}', 'x.json', []],
+    ['a repeated gate (YAML)', 'refused_after_boot: { max: 3 }\nrefused_after_boot: { max: 50 }', 'x.yaml', []],
   ])('refuses a file with %s: CONT_ERR_CONFIG naming the file and field', (_, text, file, fields) => {
     let err: unknown;
     try {

@@ -147,7 +147,9 @@ export const GatesFileSchema = z.strictObject({
 export function parseGates(text: string, file: string): GatesConfig {
   let raw: unknown;
   try {
-    raw = extname(file).toLowerCase() === '.json' ? JSON.parse(text) : parseYaml(text);
+    // JSON is read by the YAML 1.2 parser too (JSON is a subset of it), which refuses a
+    // repeated key where JSON.parse would keep the last one silently.
+    raw = parseYaml(text);
   } catch (err) {
     const what = extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML';
     throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: not valid ${what}: ${firstLine((err as Error).message)}`, {
