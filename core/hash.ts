@@ -1,7 +1,8 @@
 import { createHmac, randomBytes } from 'node:crypto';
-import { linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ContinuityError } from './errors.ts';
+import { ensureDir } from './fs.ts';
 
 /**
  * Keyed hashing of raw identifiers (session ids, principals) before they leave
@@ -53,7 +54,7 @@ export function loadOrCreateKeyFile(path: string): Buffer {
     text = readFileSync(path, 'utf8').trim();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-    mkdirSync(dirname(path), { recursive: true });
+    ensureDir(dirname(path));
     const key = randomBytes(32);
     const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
     writeFileSync(tmp, key.toString('hex') + '\n', { mode: 0o600, flag: 'wx' });

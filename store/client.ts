@@ -1,10 +1,11 @@
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
 import { createChdbConnection } from 'chdb/connection';
 import type { Config } from '../core/config.ts';
 import { ContinuityError } from '../core/errors.ts';
+import { ensureDir } from '../core/fs.ts';
 
 /**
  * The store: every read and write goes through one `@clickhouse/client`, backed
@@ -93,7 +94,7 @@ export async function openStore(config: Config): Promise<Store> {
     return wrap(client, 'server', url);
   }
   try {
-    mkdirSync(config.dataDir, { recursive: true });
+    ensureDir(config.dataDir);
   } catch (err) {
     throw new ContinuityError('CONT_ERR_CONFIG', `the data directory ${config.dataDir} cannot be used: ${(err as Error).message} (--data-dir, CONTINUITY_DATA_DIR)`, {
       cause: err,

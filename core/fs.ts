@@ -1,0 +1,29 @@
+import { mkdirSync, statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+
+/**
+ * Creates directory `path` and its missing parents, like `mkdirSync(path, { recursive:
+ * true })`, which on Node 20 never returns for a path the kernel refuses to create
+ * under an existing parent with ENOENT (e.g. `/proc/nope`): it retries the parent and
+ * the child in turn forever, at 100% CPU. Here each level is tried once.
+ * @throws the `mkdir` error (ENOENT, EACCES, ENOTDIR, EROFS, …) of the first level that
+ *   cannot be created, or EEXIST when `path` exists and is not a directory.
+ */
+export function ensureDir(path: string): void {
+  const target = resolve(path);
+  try {
+    mkdirSync(target);
+    return;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST') {
+      if (statSync(target).isDirectory()) return;
+      throw err;
+    }
+    if (code !== 'ENOENT') throw err;
+  }
+  const parent = dirname(target);
+  if (parent === target) throw new Error(`cannot create ${target}: no parent directory`);
+  ensureDir(parent);
+  mkdirSync(target); // once: a second ENOENT under an existing parent is final
+}
