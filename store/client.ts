@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
@@ -102,6 +102,9 @@ export async function openStore(config: Config): Promise<Store> {
     });
   }
   const dbPath = join(config.dataDir, 'clickhouse');
+  // Told before opening: the engine would print its own "Cannot lock file" line to stderr.
+  const holder = lockHolder(dbPath);
+  if (holder !== undefined) throw storeOpenError(dbPath, new Error(`the engine's lock file ${join(dbPath, 'status')} is held by process ${holder}`));
   let connection;
   try {
     connection = createChdbConnection({ path: dbPath });
@@ -281,6 +284,39 @@ function storeOpenError(dbPath: string, err: unknown): ContinuityError {
     );
   }
   return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${dbPath}: ${(err as Error).message}`, { cause: err });
+}
+
+/**
+ * The other process whose embedded engine holds `dbPath` open: the engine keeps its
+ * `status` file (which names its PID) open and locked while it runs, so the PID it
+ * names must be alive and have that file among its open descriptors (Linux /proc).
+ * @returns the PID, or undefined when no other process holds it or that cannot be
+ *   told (no status file, /proc unreadable): opening the engine then decides.
+ */
+function lockHolder(dbPath: string): number | undefined {
+  let statusFile: string;
+  let owner: number;
+  try {
+    statusFile = realpathSync(join(dbPath, 'status'));
+    owner = Number(/PID:\s*(\d+)/.exec(readFileSync(statusFile, 'utf8'))?.[1]);
+  } catch {
+    return undefined;
+  }
+  if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid || !isAlive(owner)) return undefined;
+  let fds: string[];
+  try {
+    fds = readdirSync(`/proc/${owner}/fd`);
+  } catch {
+    return undefined;
+  }
+  for (const fd of fds) {
+    try {
+      if (readlinkSync(`/proc/${owner}/fd/${fd}`) === statusFile) return owner;
+    } catch {
+      // closed meanwhile
+    }
+  }
+  return undefined;
 }
 
 function isAlive(pid: number): boolean {

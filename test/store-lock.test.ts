@@ -1,4 +1,5 @@
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,5 +31,30 @@ describe('an embedded data directory has one owner', () => {
     expect(row!.n).toBe(1);
     await store.close();
     rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('the CLI says so with the coded error alone: the engine does not print its own "Cannot lock file" line', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'continuity-lock-'));
+    const holder = spawn(process.execPath, ['--import', 'tsx', 'test/helpers/hold-store.ts', dataDir], { stdio: ['pipe', 'pipe', 'inherit'] });
+    try {
+      const [chunk] = (await once(holder.stdout!, 'data')) as [Buffer];
+      expect(chunk.toString()).toContain('ready');
+      const bin = new URL('../bin/continuity.mjs', import.meta.url).pathname;
+      const env: NodeJS.ProcessEnv = { ...process.env, CONTINUITY_DATA_DIR: dataDir };
+      delete env.CLICKHOUSE_URL;
+      const err = (await promisify(execFile)(process.execPath, [bin, 'sql', 'SELECT 1'], { env }).then(
+        () => undefined,
+        (e: unknown) => e,
+      )) as { code: number; stderr: string } | undefined;
+      expect(err?.code).toBe(1);
+      expect(err?.stderr).toMatch(/^error CONT_ERR_STORE_LOCKED: /);
+      expect(err?.stderr).toContain(`owned by process ${holder.pid}`);
+      expect(err?.stderr).not.toContain('Cannot lock file');
+      expect(err?.stderr).not.toContain('DB::Exception');
+    } finally {
+      holder.stdin!.end();
+      await once(holder, 'exit');
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });
