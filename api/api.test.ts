@@ -162,3 +162,25 @@ describe('authentication', () => {
     expect(ingest.statusCode).toBe(401);
   });
 });
+
+describe('unknown routes', () => {
+  it('answers 404 CONT_ERR_NOT_FOUND in the coded error shape, under /api and outside it', async () => {
+    for (const [method, url] of [
+      ['GET', '/api/nope'],
+      ['POST', '/api/queries'],
+      ['POST', '/v2/whatever'],
+      ['GET', '/'],
+    ] as const) {
+      const res = await server.app.inject({ method, url, headers: auth, payload: method === 'POST' ? {} : undefined });
+      expect(res.statusCode, `${method} ${url}`).toBe(404);
+      expect(res.headers['content-type']).toMatch(/^application\/json/);
+      const body = res.json() as Record<string, unknown>;
+      expect(Object.keys(body).sort()).toEqual(['code', 'details', 'fix', 'message']);
+      expect(body).toMatchObject({ code: 'CONT_ERR_NOT_FOUND', message: expect.stringContaining(`${method} ${url}`), details: { method, url } });
+    }
+    // fastify parses a body before it finds no route: a malformed one must not turn the 404 into a 400.
+    const malformed = await server.app.inject({ method: 'POST', url: '/api/nope', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"oops' });
+    expect(malformed.statusCode).toBe(404);
+    expect(malformed.json().code).toBe('CONT_ERR_NOT_FOUND');
+  });
+});

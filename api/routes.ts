@@ -67,7 +67,9 @@ const REPORT_PARAMS = new Set(Object.values(NAMED_QUERIES).flatMap((q) => Object
  *   `CONT_ERR_BAD_REQUEST`.
  *
  * Every error body is the coded error's JSON `{ code, message, fix, details }`
- * with the registry's HTTP status (core/errors.ts). With `bearerToken`, a request
+ * with the registry's HTTP status (core/errors.ts); an unknown path under the
+ * prefix gets the app's not-found answer (404 `CONT_ERR_NOT_FOUND` when the app
+ * is the ingest gateway's, as in api/server.ts). With `bearerToken`, a request
  * without the token gets 401 `CONT_ERR_UNAUTHORIZED`.
  */
 export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInstance, options: ApiOptions) => {

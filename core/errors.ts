@@ -143,6 +143,12 @@ export const ERROR_CODES = {
     httpStatus: 403,
     fix: 'Drop the statement\'s own SETTINGS clause (the store sets readonly and the limits itself) and the file() function; instead of SHOW/DESCRIBE/EXPLAIN, SELECT from system.tables or system.columns.',
   },
+  CONT_ERR_NOT_FOUND: {
+    message: 'no route answers this method and path',
+    retriable: false,
+    httpStatus: 404,
+    fix: 'Check the method and path: the gateway takes POST /v1/logs (OTLP/HTTP) and POST /v1/events, GET /healthz and GET /readyz; `continuity serve` adds the read API: GET /api/queries, GET /api/queries/<name>, GET /api/report and POST /api/sql.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

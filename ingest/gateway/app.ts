@@ -58,7 +58,9 @@ export interface GatewayStats {
  *   refused index with its coded issues (DESIGN §3).
  * - `GET /healthz` (process up) and `GET /readyz` (sink ready).
  * Errors are `{ code, message, fix, details }` with the registry's status: 400
- * malformed, 401 missing token, 413 too large, 415 media type, 503 pipeline down.
+ * malformed, 401 missing token, 404 unknown method and path (`CONT_ERR_NOT_FOUND`,
+ * also for routes other plugins add under this app), 413 too large, 415 media
+ * type, 503 pipeline down.
  */
 export async function createGateway(options: GatewayOptions): Promise<{ app: FastifyInstance; stats: Readonly<GatewayStats> }> {
   const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
@@ -72,8 +74,13 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   await app.register(fastifyCompress, { globalCompression: false, globalDecompression: true, requestEncodings: ['gzip', 'deflate'] });
   app.addContentTypeParser(['application/x-protobuf', 'application/protobuf'], { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
-  app.setErrorHandler((err: FastifyError | ContinuityError, _req, reply) => {
+  const notFound = (req: FastifyRequest, reply: FastifyReply): FastifyReply =>
+    sendError(reply, new ContinuityError('CONT_ERR_NOT_FOUND', `${req.method} ${req.url}`, { details: { method: req.method, url: req.url } }));
+
+  app.setErrorHandler((err: FastifyError | ContinuityError, req, reply) => {
     if (isContinuityError(err)) return sendError(reply, err);
+    // fastify parses the body before it finds there is no route: a bad body there is still a 404.
+    if (req.is404) return notFound(req, reply);
     const code = (err as FastifyError).code;
     if (code === 'FST_ERR_CTP_BODY_TOO_LARGE' || (err as FastifyError).statusCode === 413) {
       return sendError(reply, new ContinuityError('CONT_ERR_BODY_TOO_LARGE', `limit ${maxBodyBytes} bytes`));
@@ -87,6 +94,10 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     app.log.error(err);
     return reply.status(500).send({ code: 'INTERNAL', message: 'internal error' });
   });
+
+  // Unknown routes answer in the coded error shape too, not fastify's default 404 body;
+  // plugins registered on this app (the read API under /api) inherit the handler.
+  app.setNotFoundHandler(notFound);
 
   const authorize = async (req: FastifyRequest): Promise<void> => {
     if (!token) return;

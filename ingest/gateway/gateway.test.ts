@@ -220,6 +220,20 @@ describe('access and health', () => {
     const wrong = await app.inject({ method: 'POST', url: '/v1/events', headers: { authorization: 'Bearer nope' }, payload: [boot()] });
     expect(wrong.statusCode).toBe(401);
   });
+  it('answers an unknown route with 404 CONT_ERR_NOT_FOUND in the coded error shape', async () => {
+    for (const [method, path] of [['POST', '/v2/whatever'], ['GET', '/v1/events'], ['GET', '/nope?x=1']] as const) {
+      const res = await app.inject({ method, url: path, headers: auth, payload: method === 'POST' ? [] : undefined });
+      expect(res.statusCode, path).toBe(404);
+      const malformed = await app.inject({ method, url: path, headers: { ...auth, 'content-type': 'application/json' }, payload: '{"oops' });
+      expect(malformed.statusCode, `${path} with a malformed body`).toBe(404);
+      expect(res.json()).toEqual({
+        code: 'CONT_ERR_NOT_FOUND',
+        message: expect.stringContaining(`${method} ${path}`),
+        fix: expect.any(String),
+        details: { method, url: path },
+      });
+    }
+  });
   it('answers /healthz and /readyz', async () => {
     expect((await app.inject({ url: '/healthz' })).statusCode).toBe(200);
     const ready = await app.inject({ url: '/readyz' });
