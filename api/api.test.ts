@@ -184,3 +184,33 @@ describe('unknown routes', () => {
     expect(malformed.json().code).toBe('CONT_ERR_NOT_FOUND');
   });
 });
+
+describe('media types (RFC 9110 §15.5.16)', () => {
+  it('answers a body of another type on POST /api/sql with 415 naming application/json', async () => {
+    for (const [type, payload] of [
+      ['text/plain', 'SELECT 1'],
+      ['application/xml', '<sql>SELECT 1</sql>'],
+      ['application/x-www-form-urlencoded', 'sql=SELECT%201'],
+      ['application/x-protobuf', 'SELECT 1'],
+    ] as const) {
+      const res = await server.app.inject({ method: 'POST', url: '/api/sql', headers: { ...auth, 'content-type': type }, payload });
+      expect(res.statusCode, type).toBe(415);
+      const body = res.json() as Record<string, unknown>;
+      expect(Object.keys(body).sort()).toEqual(['code', 'details', 'fix', 'message']);
+      expect(body).toMatchObject({ code: 'CONT_ERR_UNSUPPORTED_MEDIA', message: expect.stringContaining('application/json'), details: { accepted: ['application/json'] } });
+    }
+    // A body without Content-Type is refused too; no body at all is the route's own 400.
+    const untyped = await server.app.inject({ method: 'POST', url: '/api/sql', headers: auth, payload: '{"sql":"SELECT 1"}' });
+    expect(untyped.statusCode).toBe(415);
+    expect(untyped.json()).toMatchObject({ code: 'CONT_ERR_UNSUPPORTED_MEDIA', details: { contentType: null, accepted: ['application/json'] } });
+    const empty = await server.app.inject({ method: 'POST', url: '/api/sql', headers: auth });
+    expect(empty.statusCode).toBe(400);
+    expect(empty.json().code).toBe('CONT_ERR_BAD_REQUEST');
+  });
+
+  it('matches the media type case-insensitively and ignores its parameters (RFC 9110 §8.3.1)', async () => {
+    const res = await server.app.inject({ method: 'POST', url: '/api/sql', headers: { ...auth, 'content-type': 'Application/JSON; charset=UTF-8' }, payload: '{"sql":"SELECT 1 AS one"}' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().data).toEqual([{ one: 1 }]);
+  });
+});

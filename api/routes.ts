@@ -1,7 +1,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import { z } from 'zod';
-import { ContinuityError, isContinuityError } from '../core/index.ts';
+import { assertMediaType, ContinuityError, isContinuityError } from '../core/index.ts';
 import { NAMED_QUERIES, bindParams, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { buildContinuityReport } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
@@ -64,7 +64,8 @@ const REPORT_PARAMS = new Set(Object.values(NAMED_QUERIES).flatMap((q) => Object
  *   …) → 403 `CONT_ERR_READONLY`; a statement with its own SETTINGS clause, the
  *   file() function, or SHOW/DESCRIBE/EXPLAIN → 403 `CONT_ERR_SQL_REFUSED`; a
  *   rejected statement → 400 `CONT_ERR_STORE_QUERY`; a bad body → 400
- *   `CONT_ERR_BAD_REQUEST`.
+ *   `CONT_ERR_BAD_REQUEST`; a body that is not `application/json` → 415
+ *   `CONT_ERR_UNSUPPORTED_MEDIA` (RFC 9110 §15.5.16).
  *
  * Every error body is the coded error's JSON `{ code, message, fix, details }`
  * with the registry's HTTP status (core/errors.ts); an unknown path under the
@@ -113,7 +114,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     return buildContinuityReport(store, withQueryDefaults(undefined, params, options.queryDefaults ?? {}));
   });
 
-  app.post('/sql', async (req, reply) => {
+  app.post('/sql', { onRequest: async (req) => assertMediaType(req.headers, ['application/json']) }, async (req, reply) => {
     const parsed = SqlBody.safeParse(req.body);
     if (!parsed.success) {
       const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`);

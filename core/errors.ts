@@ -117,7 +117,7 @@ export const ERROR_CODES = {
     message: 'the content type is not accepted here',
     retriable: false,
     httpStatus: 415,
-    fix: 'Use application/json or application/x-protobuf (OTLP), optionally with Content-Encoding: gzip.',
+    fix: 'Send a Content-Type the route accepts (the message and `details.accepted` name them): application/json, or application/x-protobuf for OTLP on /v1/logs; optionally with Content-Encoding: gzip.',
   },
   CONT_ERR_INGEST_UNAVAILABLE: {
     message: 'the ingest pipeline cannot take events right now',

@@ -1,8 +1,9 @@
-/** Cross-cutting pieces: configuration, coded errors, keyed hashing. */
+/** Cross-cutting pieces: configuration, coded errors, shared HTTP request rules, keyed hashing. */
 export { loadConfig, ConfigSchema } from './config.ts';
 export type { Config, ConfigFlags, KafkaConfig } from './config.ts';
 export { ContinuityError, ERROR_CODES, isContinuityError, renderErrorDocs } from './errors.ts';
 export type { ErrorCode, ErrorSpec } from './errors.ts';
+export { assertMediaType, mediaTypeOf } from './http.ts';
 export { createKeyedHasher, hasherForConfig, loadOrCreateKeyFile } from './hash.ts';
 export type { KeyedHasher } from './hash.ts';
 export { retry } from './retry.ts';

@@ -2,8 +2,14 @@ import { timingSafeEqual } from 'node:crypto';
 import fastifyCompress from '@fastify/compress';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ContinuityError, isContinuityError } from '../../core/errors.ts';
+import { assertMediaType } from '../../core/http.ts';
 import { parseEvent, type ContinuityEvent, type EventIssue } from '../../schema/index.ts';
 import { decodeOtlpJson, decodeOtlpProtobuf, encodeOtlpResponse, OtlpShapeError, type OtlpLogRecord } from './otlp.ts';
+
+/** Media types `POST /v1/logs` takes: OTLP/HTTP JSON or protobuf (both protobuf names have a parser). */
+const OTLP_MEDIA_TYPES = ['application/json', 'application/x-protobuf', 'application/protobuf'] as const;
+/** Media types `POST /v1/events` takes. */
+const JSON_MEDIA_TYPES = ['application/json'] as const;
 
 /** Where accepted events go: the batching writer (embedded) or a Kafka producer. */
 export interface EventSink {
@@ -59,8 +65,9 @@ export interface GatewayStats {
  * - `GET /healthz` (process up) and `GET /readyz` (sink ready).
  * Errors are `{ code, message, fix, details }` with the registry's status: 400
  * malformed, 401 missing token, 404 unknown method and path (`CONT_ERR_NOT_FOUND`,
- * also for routes other plugins add under this app), 413 too large, 415 media
- * type, 503 pipeline down.
+ * also for routes other plugins add under this app), 413 too large, 415 a body
+ * of a media type the route does not take (RFC 9110 §15.5.16; the message and
+ * `details.accepted` name the ones it does), 503 pipeline down.
  */
 export async function createGateway(options: GatewayOptions): Promise<{ app: FastifyInstance; stats: Readonly<GatewayStats> }> {
   const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
@@ -105,6 +112,9 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     if (got.length !== token.length || !timingSafeEqual(got, token)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
   };
 
+  // After authorize, so a caller without the token learns nothing about the route.
+  const accepts = (types: readonly string[]) => async (req: FastifyRequest): Promise<void> => assertMediaType(req.headers, types);
+
   const validate = (inputs: readonly unknown[]): { events: ContinuityEvent[]; rejected: RejectedRecord[] } => {
     const events: ContinuityEvent[] = [];
     const rejected: RejectedRecord[] = [];
@@ -134,7 +144,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', ...stats });
   });
 
-  app.post('/v1/logs', { onRequest: authorize }, async (req, reply) => {
+  app.post('/v1/logs', { onRequest: [authorize, accepts(OTLP_MEDIA_TYPES)] }, async (req, reply) => {
     stats.requests++;
     const protobufRequest = Buffer.isBuffer(req.body);
     let records: OtlpLogRecord[];
@@ -185,7 +195,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     return reply.status(200).send(partial ? { partialSuccess: partial } : {});
   });
 
-  app.post('/v1/events', { onRequest: authorize }, async (req, reply) => {
+  app.post('/v1/events', { onRequest: [authorize, accepts(JSON_MEDIA_TYPES)] }, async (req, reply) => {
     stats.requests++;
     const body = req.body as unknown;
     const list = Array.isArray(body) ? body : (body as { events?: unknown } | null)?.events;

@@ -191,6 +191,32 @@ describe('POST /v1/events', () => {
     expect(res.json().code).toBe('CONT_ERR_BAD_REQUEST');
   });
 
+  it('answers a body of another media type with 415 naming the accepted types (RFC 9110 §15.5.16)', async () => {
+    const cases = [
+      ['/v1/events', 'text/plain', JSON.stringify([boot({ service: 'media-text' })]), ['application/json']],
+      ['/v1/events', 'application/xml', '<events/>', ['application/json']],
+      ['/v1/events', 'application/x-protobuf', 'x', ['application/json']],
+      ['/v1/logs', 'text/plain', '{"resourceLogs":[]}', ['application/json', 'application/x-protobuf', 'application/protobuf']],
+      ['/v1/logs', 'application/xml', '<logs/>', ['application/json', 'application/x-protobuf', 'application/protobuf']],
+    ] as const;
+    for (const [path, type, payload, accepted] of cases) {
+      const res = await app.inject({ method: 'POST', url: path, headers: { ...auth, 'content-type': type }, payload });
+      expect(res.statusCode, `${path} ${type}`).toBe(415);
+      expect(res.json()).toEqual({
+        code: 'CONT_ERR_UNSUPPORTED_MEDIA',
+        message: expect.stringContaining(accepted.join(', ')),
+        fix: expect.any(String),
+        details: { contentType: type, accepted },
+      });
+    }
+    expect(await stored("service = 'media-text'")).toBe(0);
+  });
+
+  it('checks the token before the media type', async () => {
+    const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { 'content-type': 'text/plain' }, payload: 'x' });
+    expect(res.statusCode).toBe(401);
+  });
+
   it('refuses a 20 MB body with 413 and stores nothing of it', async () => {
     const big = JSON.stringify([boot({ service: 'too-big', attrs: { blob: 'x'.repeat(20 * 1024 * 1024) } })]);
     const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload: big });

@@ -1,0 +1,34 @@
+/**
+ * HTTP request rules the ingest gateway (ingest/gateway/app.ts) and the read API
+ * (api/routes.ts) share, kept free of fastify so both apply them the same way.
+ */
+import type { IncomingHttpHeaders } from 'node:http';
+import { ContinuityError } from './errors.ts';
+
+/**
+ * The media type of a `Content-Type` value, `type/subtype` lowercased with its
+ * parameters dropped (`Application/JSON; charset=UTF-8` → `application/json`);
+ * RFC 9110 §8.3.1: type and subtype are case-insensitive. `''` when absent.
+ */
+export function mediaTypeOf(contentType: string | undefined): string {
+  return (contentType ?? '').split(';', 1)[0]!.trim().toLowerCase();
+}
+
+/**
+ * Refuses a request whose body is of a media type the route does not take.
+ * A request without a body passes (the route answers for the missing body); a
+ * body without a `Content-Type` is refused like any other type.
+ * @param accepted lowercase media types the route parses, e.g. `['application/json']`.
+ * @throws ContinuityError `CONT_ERR_UNSUPPORTED_MEDIA` (415, RFC 9110 §15.5.16)
+ *   naming the accepted types in its message and in `details.accepted`, with the
+ *   type sent in `details.contentType`.
+ */
+export function assertMediaType(headers: IncomingHttpHeaders, accepted: readonly string[]): void {
+  const type = mediaTypeOf(headers['content-type']);
+  // RFC 9112 §6.3: a request has a body when it has Transfer-Encoding or a non-zero Content-Length.
+  const hasBody = headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
+  if (accepted.includes(type) || (type === '' && !hasBody)) return;
+  throw new ContinuityError('CONT_ERR_UNSUPPORTED_MEDIA', `${type || 'a body without Content-Type'}; this route accepts ${accepted.join(', ')}`, {
+    details: { contentType: headers['content-type'] ?? null, accepted: [...accepted] },
+  });
+}
