@@ -214,3 +214,22 @@ describe('media types (RFC 9110 §15.5.16)', () => {
     expect(res.json().data).toEqual([{ one: 1 }]);
   });
 });
+
+describe('authorization scheme (RFC 9110 §11.1)', () => {
+  it('accepts the Bearer scheme in any case', async () => {
+    for (const scheme of ['bearer', 'BEARER', 'bEaReR']) {
+      const res = await get('/api/queries', { authorization: `${scheme} ${TOKEN}` });
+      expect(res.statusCode, scheme).toBe(200);
+      const ingest = await server.app.inject({ method: 'POST', url: '/v1/events', headers: { authorization: `${scheme} ${TOKEN}` }, payload: [] });
+      expect(ingest.statusCode, scheme).toBe(200);
+    }
+  });
+
+  it('still refuses another scheme, a missing token, a wrong token and a token glued to the scheme', async () => {
+    for (const header of [`Basic ${TOKEN}`, 'bearer', 'bearer ', `bearer${TOKEN}`, `bearer ${TOKEN}x`, `bearer ${TOKEN.toUpperCase()}`, `xbearer ${TOKEN}`]) {
+      const res = await get('/api/queries', { authorization: header });
+      expect(res.statusCode, header).toBe(401);
+      expect(res.json().code).toBe('CONT_ERR_UNAUTHORIZED');
+    }
+  });
+});

@@ -1,7 +1,6 @@
-import { timingSafeEqual } from 'node:crypto';
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import { z } from 'zod';
-import { assertMediaType, ContinuityError, isContinuityError } from '../core/index.ts';
+import { assertMediaType, ContinuityError, createBearerCheck, isContinuityError } from '../core/index.ts';
 import { NAMED_QUERIES, bindParams, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { buildContinuityReport } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
@@ -10,7 +9,7 @@ import type { Store } from '../store/index.ts';
 export interface ApiOptions {
   /** The store every route reads (the process that owns it serves it). */
   store: Store;
-  /** When set, every route requires `Authorization: Bearer <token>` (the same token as the ingest routes). */
+  /** When set, every route requires `Authorization: Bearer <token>` (the same token as the ingest routes; scheme in any case, RFC 9110 §11.1). */
   bearerToken?: string | undefined;
   /** The deployment's defaults of query parameters (CONTINUITY_MCP_PATHS, CONTINUITY_REMINT_WINDOW_S); a request's own values win. */
   queryDefaults?: QueryDefaults | undefined;
@@ -75,7 +74,7 @@ const REPORT_PARAMS = new Set(Object.values(NAMED_QUERIES).flatMap((q) => Object
  */
 export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInstance, options: ApiOptions) => {
   const { store } = options;
-  const token = options.bearerToken ? Buffer.from(`Bearer ${options.bearerToken}`) : undefined;
+  const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;
 
   app.setErrorHandler((err: FastifyError | ContinuityError, _req, reply) => {
     if (isContinuityError(err)) return sendError(reply, err);
@@ -85,10 +84,9 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     return reply.status(500).send({ code: 'INTERNAL', message: 'internal error' });
   });
 
-  if (token) {
+  if (bearerOk) {
     app.addHook('onRequest', async (req) => {
-      const got = Buffer.from(req.headers.authorization ?? '');
-      if (got.length !== token.length || !timingSafeEqual(got, token)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
+      if (!bearerOk(req.headers.authorization)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
     });
   }
 

@@ -2,6 +2,7 @@
  * HTTP request rules the ingest gateway (ingest/gateway/app.ts) and the read API
  * (api/routes.ts) share, kept free of fastify so both apply them the same way.
  */
+import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import { ContinuityError } from './errors.ts';
 
@@ -31,4 +32,28 @@ export function assertMediaType(headers: IncomingHttpHeaders, accepted: readonly
   throw new ContinuityError('CONT_ERR_UNSUPPORTED_MEDIA', `${type || 'a body without Content-Type'}; this route accepts ${accepted.join(', ')}`, {
     details: { contentType: headers['content-type'] ?? null, accepted: [...accepted] },
   });
+}
+
+/**
+ * Builds the check of an `Authorization` value against the one accepted bearer
+ * token: credentials = auth-scheme 1*SP token (RFC 9110 §11.6.2), the scheme
+ * `Bearer` in any case (RFC 9110 §11.1: auth schemes are case-insensitive; RFC
+ * 6750 §2.1), the token byte for byte (it is case-sensitive).
+ * The token is compared in constant time over SHA-256 digests, so the time taken
+ * tells neither how much of it matched nor its length.
+ * @returns a function that is true when the header (the raw value, or undefined when absent) carries the token.
+ */
+export function createBearerCheck(token: string): (authorization: string | undefined) => boolean {
+  const expected = sha256(token);
+  return (authorization) => {
+    const m = /^(\S+) +(.*)$/s.exec(authorization ?? '');
+    const schemeOk = m !== null && m[1]!.toLowerCase() === 'bearer';
+    // Compared even when the scheme is wrong, so the scheme alone does not shorten the time.
+    const tokenOk = timingSafeEqual(sha256(m?.[2] ?? ''), expected);
+    return schemeOk && tokenOk;
+  };
+}
+
+function sha256(value: string): Buffer {
+  return createHash('sha256').update(value, 'utf8').digest();
 }

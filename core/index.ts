@@ -3,7 +3,7 @@ export { loadConfig, ConfigSchema } from './config.ts';
 export type { Config, ConfigFlags, KafkaConfig } from './config.ts';
 export { ContinuityError, ERROR_CODES, isContinuityError, renderErrorDocs } from './errors.ts';
 export type { ErrorCode, ErrorSpec } from './errors.ts';
-export { assertMediaType, mediaTypeOf } from './http.ts';
+export { assertMediaType, createBearerCheck, mediaTypeOf } from './http.ts';
 export { createKeyedHasher, hasherForConfig, loadOrCreateKeyFile } from './hash.ts';
 export type { KeyedHasher } from './hash.ts';
 export { retry } from './retry.ts';

@@ -1,8 +1,7 @@
-import { timingSafeEqual } from 'node:crypto';
 import fastifyCompress from '@fastify/compress';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ContinuityError, isContinuityError } from '../../core/errors.ts';
-import { assertMediaType } from '../../core/http.ts';
+import { assertMediaType, createBearerCheck } from '../../core/http.ts';
 import { parseEvent, type ContinuityEvent, type EventIssue } from '../../schema/index.ts';
 import { decodeOtlpJson, decodeOtlpProtobuf, encodeOtlpResponse, OtlpShapeError, type OtlpLogRecord } from './otlp.ts';
 
@@ -29,7 +28,7 @@ export type OtlpRecordMapper = (record: OtlpLogRecord) => unknown | unknown[];
 export interface GatewayOptions {
   sink: EventSink;
   mapOtlpRecord: OtlpRecordMapper;
-  /** When set, POST routes require `Authorization: Bearer <token>`. */
+  /** When set, POST routes require `Authorization: Bearer <token>` (scheme in any case, RFC 9110 §11.1). */
   bearerToken?: string | undefined;
   /** Largest accepted body after decompression, bytes (default 10 MiB). */
   maxBodyBytes?: number;
@@ -74,7 +73,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   const stats: GatewayStats = { requests: 0, accepted: 0, rejected: 0, rejectedByCode: {} };
   const app = Fastify({ logger: options.logger ?? false, bodyLimit: maxBodyBytes });
   const now = options.nowMicros ?? (() => Date.now() * 1000);
-  const token = options.bearerToken ? Buffer.from(`Bearer ${options.bearerToken}`) : undefined;
+  const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;
 
   // Request bodies may be gzip/deflate encoded (OTLP exporters compress); the body
   // limit applies to the decompressed size, so a zip bomb is refused with 413.
@@ -107,9 +106,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   app.setNotFoundHandler(notFound);
 
   const authorize = async (req: FastifyRequest): Promise<void> => {
-    if (!token) return;
-    const got = Buffer.from(req.headers.authorization ?? '');
-    if (got.length !== token.length || !timingSafeEqual(got, token)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
+    if (bearerOk && !bearerOk(req.headers.authorization)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
   };
 
   // After authorize, so a caller without the token learns nothing about the route.

@@ -246,6 +246,16 @@ describe('access and health', () => {
     const wrong = await app.inject({ method: 'POST', url: '/v1/events', headers: { authorization: 'Bearer nope' }, payload: [boot()] });
     expect(wrong.statusCode).toBe(401);
   });
+  it('accepts the Bearer scheme in any case (RFC 9110 §11.1), and the token only exactly', async () => {
+    for (const scheme of ['bearer', 'BEARER', 'Bearer']) {
+      const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { authorization: `${scheme} ${TOKEN}` }, payload: [] });
+      expect(res.statusCode, scheme).toBe(200);
+    }
+    for (const header of [`bearer ${TOKEN.toUpperCase()}`, `bearer${TOKEN}`, `Basic ${TOKEN}`, `bearer ${TOKEN} extra`]) {
+      const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { authorization: header }, payload: [] });
+      expect(res.statusCode, header).toBe(401);
+    }
+  });
   it('answers an unknown route with 404 CONT_ERR_NOT_FOUND in the coded error shape', async () => {
     for (const [method, path] of [['POST', '/v2/whatever'], ['GET', '/v1/events'], ['GET', '/nope?x=1']] as const) {
       const res = await app.inject({ method, url: path, headers: auth, payload: method === 'POST' ? [] : undefined });
