@@ -70,6 +70,9 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
     evidence: 'String',
     boot_id: 'String',
     release: 'String',
+    // the boot before ('' on proxy rows): possibly the service's first boot, which is no restart and has no row
+    prev_boot_id: 'String',
+    prev_release: 'String',
     down_from: 'DateTime64(6)',
     up_at: 'Nullable(DateTime64(6))',
     downtime_s: 'Nullable(Float64)',

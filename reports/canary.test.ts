@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../core/errors.ts';
-import { authDeploy, failingDeploy, failingThirdBoot, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy } from '../test/fixtures/canary-scenarios.ts';
+import { authDeploy, failingDeploy, failingThirdBoot, firstBootDeploy, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy } from '../test/fixtures/canary-scenarios.ts';
 import { insertEvents } from '../test/fixtures/proxy-scenario.ts';
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
@@ -29,7 +29,7 @@ beforeAll(async () => {
     }
     return s.events;
   });
-  await insertEvents(t.store, [...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...overlappingDeploy()]);
+  await insertEvents(t.store, [...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...overlappingDeploy(), ...firstBootDeploy()]);
 });
 afterAll(async () => {
   await t?.close();
@@ -72,7 +72,8 @@ describe('a clean deploy: graceful restart, sessions rebuilt under their ids', (
 
   it('resolves latest, the release and the boot_id to the same restart; the window runs from the shutdown to 15 min after the boot', async () => {
     const r = await canary('pass');
-    expect(r.deploy).toMatchObject({ source: 'server', boot_id: 'boot-pass-27', release: 'v2', service: 'pass', downtime_s: 2 });
+    // the boot before, v1 at 0 s, is the service's first boot: no restart, still the boot that ended
+    expect(r.deploy).toMatchObject({ source: 'server', boot_id: 'boot-pass-27', release: 'v2', service: 'pass', downtime_s: 2, previous_release: 'v1', previous_boot_id: 'boot-pass-0' });
     expect(r.deploy!.down_from).toBe('2026-11-30T04:00:25.000000Z');
     expect(r.window).toMatchObject({ from: '2026-11-30T04:00:25.000000Z', to: '2026-11-30T04:15:27.000000Z', after_s: 900, seconds: 902 });
     expect(r.baseline).toMatchObject({ to: r.window!.from, seconds: 902 });
@@ -165,13 +166,33 @@ describe('a deploy whose previous boot was itself a restart', () => {
     expect(third.deploy).toMatchObject({ boot_id: 'boot-third-16.9', release: 'v2', previous_release: 'v1', previous_boot_id: 'boot-third-0' });
     const same = (r: CanaryReport) => ({
       verdict: r.verdict,
-      // (the service's first restart has no previous release; this one follows v1)
-      deploy: { ...r.deploy, boot_id: undefined, previous_boot_id: undefined, previous_release: undefined, service: undefined, requested: undefined },
+      // both follow v1: in 'fail' the service's first boot, in 'third' a restart
+      deploy: { ...r.deploy, boot_id: undefined, previous_boot_id: undefined, service: undefined, requested: undefined },
       window: r.window,
       gates: r.gates.map((g) => [g.id, g.value, g.verdict, { ...g.numbers, ended_boot_id: undefined }]),
       bounds: r.bounds.map((b) => [b.id, b.successes, b.trials, b.lower]),
     });
     expect(same(third)).toEqual(same(fail));
+  });
+});
+
+describe('a deploy right after the service’s first boot', () => {
+  it('names that first boot as the boot before, in the report and its renderings, and gate 3 reads exactly that boot', async () => {
+    const r = await canary('first', 'v2');
+    expect(r.deploy).toMatchObject({ source: 'server', boot_id: 'boot-first-17', release: 'v2', previous_release: 'v1', previous_boot_id: 'boot-first-0' });
+    // the earlier instance (its boot event never recorded) ended with a request in
+    // flight; it is not the boot this deploy replaced, so gate 3 leaves it out
+    const g = gate(r, 'unsettled_at_shutdown');
+    expect([g.value, g.verdict]).toEqual([0, 'pass']);
+    expect(g.numbers).toMatchObject({ ended_boot_id: 'boot-first-0', unsettled_at_shutdown: 0 });
+    expect(g.rows.every((row) => row.boot_id === 'boot-first-0')).toBe(true);
+
+    const md = renderCanaryMarkdown(r);
+    expect(md.split('\n')[0]).toMatch(/ · deploy boot-first-17 \(service first, release v2, was v1\) · /);
+    expect(md).toContain('boot that ended boot-first-0');
+    const html = renderCanaryHtml(r);
+    expect(/<h1 class="\w+">([^<]*)<\/h1>/.exec(html)?.[1]).toContain('deploy boot-first-17 (service first, release v2, was v1)');
+    expect(html).toContain('boot that ended boot-first-0');
   });
 });
 
@@ -312,7 +333,7 @@ describe('formats', () => {
   it('markdown: the summary line first, then gates with threshold, value, verdict and evidence, bounds, next steps', async () => {
     const md = renderCanaryMarkdown(await canary('fail', 'v2'));
     const first = md.split('\n')[0]!;
-    expect(first).toMatch(/^# FAIL · deploy boot-fail-16\.9 \(service fail, release v2\) · window 2026-11-30T04:00:08\.410000Z → 2026-11-30T04:15:16\.900000Z · 4 of 5 gates failed$/);
+    expect(first).toMatch(/^# FAIL · deploy boot-fail-16\.9 \(service fail, release v2, was v1\) · window 2026-11-30T04:00:08\.410000Z → 2026-11-30T04:15:16\.900000Z · 4 of 5 gates failed$/);
     const order = ['## Gates', '### 1. proxy-generated 5xx', 'Threshold: at most 0. Value: 9.', 'Evidence: 9 proxy-generated 5xx', '## Success proportions', '## What to look at next'];
     const positions = order.map((s) => md.indexOf(s));
     expect(positions.every((p) => p >= 0)).toBe(true);
@@ -325,7 +346,7 @@ describe('formats', () => {
     const r = await canary('fail', 'v2');
     const html = renderCanaryHtml(r);
     const h1 = /<h1 class="fail">([^<]*)<\/h1>/.exec(html);
-    expect(h1?.[1]).toMatch(/^FAIL · deploy boot-fail-16\.9 \(service fail, release v2\) · window .+ · 4 of 5 gates failed$/);
+    expect(h1?.[1]).toMatch(/^FAIL · deploy boot-fail-16\.9 \(service fail, release v2, was v1\) · window .+ · 4 of 5 gates failed$/);
     expect(html.indexOf('<h1')).toBeLessThan(html.indexOf('<h2>Gates</h2>'));
     for (const g of r.gates) {
       const section = new RegExp(`<section id="gate-${g.id}">[\\s\\S]*?</section>`).exec(html)?.[0] ?? '';

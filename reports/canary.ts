@@ -306,9 +306,12 @@ export interface DeployInfo {
   /** The new boot ('' for a proxy-inferred restart). */
   readonly boot_id: string;
   readonly release: string;
-  /** The release of the boot before, when it is known (the previous restart's release). */
+  /**
+   * The release of the boot before (the `restarts` row's prev_release, which may be the
+   * service's first boot); null for a proxy-inferred restart or an unknown release.
+   */
   readonly previous_release: string | null;
-  /** The boot that ended, when it is known (the previous restart's boot_id). */
+  /** The boot that ended (the `restarts` row's prev_boot_id); null for a proxy-inferred restart. */
   readonly previous_boot_id: string | null;
   /** ISO-8601 UTC: the previous boot's shutdown / last 2xx (proxy: last served response before the gap). */
   readonly down_from: string;
@@ -373,6 +376,8 @@ interface RestartRow {
   evidence: string;
   boot_id: string;
   release: string;
+  prev_boot_id: string;
+  prev_release: string;
   down_from: string;
   up_at: string | null;
   downtime_s: number | null;
@@ -470,8 +475,10 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     service: deployRow.service,
     boot_id: deployRow.boot_id,
     release: deployRow.release,
-    previous_release: deployRow.source === 'server' && previous ? previous.release : null,
-    previous_boot_id: deployRow.source === 'server' && previous ? previous.boot_id : null,
+    // from the row itself, not from the previous restart row: a service's first boot
+    // is no restart, so a deploy right after it has no restart row before it
+    previous_release: deployRow.source === 'server' && deployRow.prev_release ? deployRow.prev_release : null,
+    previous_boot_id: deployRow.source === 'server' && deployRow.prev_boot_id ? deployRow.prev_boot_id : null,
     down_from: isoMicros(storeTimeToMicros(deployRow.down_from)),
     up_at: deployRow.up_at === null ? null : isoMicros(storeTimeToMicros(deployRow.up_at)),
     downtime_s: deployRow.downtime_s === null ? null : num(deployRow.downtime_s),
@@ -519,7 +526,6 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     deploy,
     downUs,
     endUs,
-    restartBootIds: new Set(serverRows.map((r) => r.boot_id)),
     proxyRequestsW: sum(trafficW.rows, 'requests'),
     serverEvidence: sum(settleW.rows, 'arrivals') > 0,
     trafficW,
@@ -591,8 +597,6 @@ interface Evidence {
   /** down_from and the end of W, µs since the epoch. */
   readonly downUs: number;
   readonly endUs: number;
-  /** boot_ids of every server restart in scope (the boots that are not a service's first). */
-  readonly restartBootIds: ReadonlySet<string>;
   readonly proxyRequestsW: number;
   /** The deploy window holds server arrivals: server evidence decides request counts. */
   readonly serverEvidence: boolean;
@@ -699,7 +703,9 @@ function measureUnsettledAtShutdown(e: Evidence, gates: GatesConfig): Measured {
       deploy.source === 'server' &&
       r.boot_id !== deploy.boot_id &&
       (!deploy.service || r.service === deploy.service) &&
-      (deploy.previous_boot_id !== null ? r.boot_id === deploy.previous_boot_id : !e.restartBootIds.has(String(r.boot_id))),
+      // every server restart names the boot before it (restarts.prev_boot_id), the
+      // service's first boot included: exactly that boot, never a guess
+      r.boot_id === deploy.previous_boot_id,
   );
   const value = sum(ended, 'unsettled_at_shutdown');
   const streams = sum(ended, 'streams_open');

@@ -51,7 +51,7 @@ describe('continuity canary', () => {
   it('a passing deploy exits 0 and prints the summary line first (md by default)', async () => {
     const r = await continuity(['canary', '--deploy', 'v2', '--service', 'pass'], store);
     expect(r.code, r.stderr).toBe(0);
-    expect(r.stdout.split('\n')[0]).toMatch(/^# PASS · deploy boot-pass-27 \(service pass, release v2\) · window .+ · 0 of 5 gates failed$/);
+    expect(r.stdout.split('\n')[0]).toMatch(/^# PASS · deploy boot-pass-27 \(service pass, release v2, was v1\) · window .+ · 0 of 5 gates failed$/);
     expect(r.stdout).toContain('## What to look at next');
   });
 

@@ -134,7 +134,7 @@ describe('sql, query and hash', () => {
     expect(unknown.code).toBe(2);
     const csv = await continuity(['query', 'restarts', '--format', 'csv'], dir);
     expect(csv.code, csv.stderr).toBe(0);
-    expect(csv.stdout.split('\r\n')[0]).toBe('service,source,evidence,boot_id,release,down_from,up_at,downtime_s,proxy_5xx,proxy_5xx_post,proxy_5xx_get,sessions_refused');
+    expect(csv.stdout.split('\r\n')[0]).toBe('service,source,evidence,boot_id,release,prev_boot_id,prev_release,down_from,up_at,downtime_s,proxy_5xx,proxy_5xx_post,proxy_5xx_get,sessions_refused');
   });
   it('hash prints the keyed hash the store uses for a raw id', async () => {
     const dir = freshDir();

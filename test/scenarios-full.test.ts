@@ -64,8 +64,8 @@ const row =
   (fixed: Record<string, unknown>) =>
   (given: Record<string, unknown>): Record<string, unknown> => ({ ...fixed, ...given });
 const PROXY_5XX_NONE = { proxy_5xx: 0, proxy_5xx_post: 0, proxy_5xx_get: 0 };
-/** restarts, inferred from proxy lines: no boot id or release. */
-const proxyRestart = row({ source: 'proxy', boot_id: '', release: '', ...PROXY_5XX_NONE });
+/** restarts, inferred from proxy lines: no boot id or release, nor the previous boot's. */
+const proxyRestart = row({ source: 'proxy', boot_id: '', release: '', prev_boot_id: '', prev_release: '', ...PROXY_5XX_NONE });
 /** restarts, from a server boot event: no proxy 5xx and no refusals counted. */
 const serverRestart = row({ source: 'server', evidence: 'server_boot', ...PROXY_5XX_NONE, sessions_refused: 0 });
 /** refused_misses seen by the proxy: a 404 to a POST on an id the new boot does not know. */
@@ -137,8 +137,8 @@ const EXPECTED: Record<ScenarioName, Outputs> = {
   // refused miss on A, which the earlier re-mint does not recover (see also the S5 test below).
   s5: {
     restarts: [
-      serverRestart({ service: 's5', boot_id: 'boot-s5-100', release: 'v2', down_from: '2026-11-30 04:00:04.010000', up_at: '2026-11-30 04:01:40.000000', downtime_s: 95.99 }),
-      serverRestart({ service: 's5', boot_id: 'boot-s5-200', release: 'v3', down_from: '2026-11-30 04:02:20.010000', up_at: '2026-11-30 04:03:20.000000', downtime_s: 59.99 }),
+      serverRestart({ service: 's5', boot_id: 'boot-s5-100', release: 'v2', prev_boot_id: 'boot-s5-0', prev_release: 'v1', down_from: '2026-11-30 04:00:04.010000', up_at: '2026-11-30 04:01:40.000000', downtime_s: 95.99 }),
+      serverRestart({ service: 's5', boot_id: 'boot-s5-200', release: 'v3', prev_boot_id: 'boot-s5-100', prev_release: 'v2', down_from: '2026-11-30 04:02:20.010000', up_at: '2026-11-30 04:03:20.000000', downtime_s: 59.99 }),
     ],
     refused_misses: [serverMiss({ boot: 'boot-s5-200', reason: 'unknown_after_boot', next: 'nothing', misses: 1, sessions: 1 })],
     remint_pairs: [
@@ -232,7 +232,7 @@ const EXPECTED: Record<ScenarioName, Outputs> = {
   // not on the new boot; that boot's tools/call settled share is 3/4.
   s15: {
     restarts: [
-      serverRestart({ service: 's15', boot_id: 'boot-s15-14', release: 'v2', down_from: '2026-11-30 04:00:04.010000', up_at: '2026-11-30 04:00:14.000000', downtime_s: 9.99 }),
+      serverRestart({ service: 's15', boot_id: 'boot-s15-14', release: 'v2', prev_boot_id: 'boot-s15-0', prev_release: 'v1', down_from: '2026-11-30 04:00:04.010000', up_at: '2026-11-30 04:00:14.000000', downtime_s: 9.99 }),
     ],
     settlements: [
       initialize('s15', 'boot-s15-0', 1),
