@@ -21,7 +21,7 @@ export const ERROR_CODES = {
     message: 'invalid configuration',
     retriable: false,
     httpStatus: 500,
-    fix: 'Correct the named environment variable or flag; `continuity --help` lists them.',
+    fix: 'Correct the named environment variable or flag; `continuity --help` and `continuity <command> --help` list them.',
   },
   CONT_ERR_STORE_LOCKED: {
     message: 'the embedded data directory is in use by another process',
@@ -87,7 +87,7 @@ export const ERROR_CODES = {
     message: 'an event does not satisfy the event contract',
     retriable: false,
     httpStatus: 400,
-    fix: 'Fix the producer; the issue list names each field and rule (DESIGN §3).',
+    fix: 'Fix the producer; the issue list names each field and rule of event contract v1 (schema/events/).',
   },
   CONT_ERR_SHUTDOWN: {
     message: 'the component is shutting down',

@@ -112,6 +112,10 @@ describe('a failing deploy: proxy 5xx in the gap, stale sessions, a request that
       ['sessions_lost_tools', 1, 'fail'],
       ['invalid_token_rate', 0, 'pass'],
     ]);
+    // gates 2 and 4 both point at remint_pairs over the window: it is listed once, with both reasons
+    const commands = r.next.map((n) => n.command);
+    expect(new Set(commands).size).toBe(commands.length);
+    expect(r.next.find((n) => n.command.startsWith('continuity query remint_pairs'))?.why).toMatch(/re-mint.*; recovery pairs/);
   });
 
   it('states each gate’s evidence: the numbers and the rows that matter', async () => {

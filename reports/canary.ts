@@ -927,7 +927,13 @@ function nextSteps(
     why: 'The full continuity report over the deploy window',
     command: `continuity report --from ${c.W.from} --to ${c.W.to}${c.scope.service ? ` --service ${shellQuote(c.scope.service)}` : ''}`,
   });
-  return out;
+  // Two failed gates may point at the same command: list it once, with both reasons.
+  const byCommand = new Map<string, NextStep>();
+  for (const step of out) {
+    const seen = byCommand.get(step.command);
+    byCommand.set(step.command, seen ? { ...seen, why: `${seen.why}; ${step.why[0]!.toLowerCase()}${step.why.slice(1)}` } : step);
+  }
+  return [...byCommand.values()];
 }
 
 /** Query parameters for a range; a range from the epoch leaves `t_from` at its default (everything). */

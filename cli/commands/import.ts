@@ -119,7 +119,7 @@ export function registerAnalyze(program: Command): void {
     const report = await withStore(config, async (store) => {
       const imported = await runImport(store, config, files, flags);
       const l = imported.lines;
-      return buildContinuityReport(store, reportParams(flags, config), { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped });
+      return buildContinuityReport(store, reportParams(flags, config), { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped, scope: 'import' });
     });
     process.stdout.write(flags.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));
   });

@@ -48,7 +48,7 @@ export function registerServe(program: Command): void {
     .description('run the ingest gateway (OTLP/HTTP logs, JSON events), the store writer and the read API (/api) in one process')
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <port>', 'TCP port (4318: the OTLP/HTTP default; 0: any free port)', '4318')
-    .option('--token <token>', 'bearer token every route requires (env CONTINUITY_INGEST_TOKEN)')
+    .option('--token <token>', 'bearer token every route requires, at least 16 characters (env CONTINUITY_INGEST_TOKEN)')
     .action(async (flags: ServeFlags, cmd: Command) => {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
       const port = parsePort(flags.port);
