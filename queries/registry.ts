@@ -97,6 +97,8 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
       next: 'String',
       misses: 'UInt64',
       sessions: 'UInt64',
+      misses_active: 'UInt64',
+      sessions_active: 'UInt64',
     },
   ),
   remint_pairs: define('remint_pairs', 'Distinct stale → replacement session pairs, adopted or orphaned.', windowParam, { window_s: 'Float64' }, {

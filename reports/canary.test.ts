@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../core/errors.ts';
-import { authDeploy, failingDeploy, failingThirdBoot, firstBootDeploy, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy } from '../test/fixtures/canary-scenarios.ts';
+import { authDeploy, failingDeploy, failingThirdBoot, firstBootDeploy, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy, staleBeforeDeploy } from '../test/fixtures/canary-scenarios.ts';
 import { insertEvents } from '../test/fixtures/proxy-scenario.ts';
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
@@ -29,7 +29,7 @@ beforeAll(async () => {
     }
     return s.events;
   });
-  await insertEvents(t.store, [...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...overlappingDeploy(), ...firstBootDeploy()]);
+  await insertEvents(t.store, [...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...overlappingDeploy(), ...firstBootDeploy(), ...staleBeforeDeploy()]);
 });
 afterAll(async () => {
   await t?.close();
@@ -392,5 +392,19 @@ describe('formats', () => {
     const md = renderCanaryMarkdown(r);
     expect(md).not.toMatch(/<script|<img/i);
     expect(md).toContain('&lt;script&gt;');
+  });
+});
+
+describe('a deploy after an earlier one had already broken a session (proxy evidence)', () => {
+  it('counts against it only the misses of sessions the boot that ended served, and names the others', async () => {
+    const r = await canary('stalebefore');
+    // the deploy is restart 2 (B refused at 60 s); A, refused since restart 1, resends its id 21 more times after it
+    expect(r.deploy).toMatchObject({ source: 'proxy', up_at: '2026-11-30T04:01:00.000000Z' });
+    const g = gate(r, 'refused_after_boot');
+    expect(g).toMatchObject({ value: 1, verdict: 'fail' });
+    expect(g.numbers).toMatchObject({ refused_misses: 1, not_counted_stale_before: 21, next_initialize: 1 });
+    expect(g.summary).toBe(
+      '1 refused miss(es) with reason unknown_after_boot after the boot (what the session sent next: initialize 1); 21 more on session(s) already stale before the boot that ended (refused since an earlier restart), not counted',
+    );
   });
 });

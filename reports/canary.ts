@@ -668,7 +668,13 @@ function measureProxy5xx(e: Evidence, gates: GatesConfig): Measured {
   };
 }
 
-/** Gate 2: refused misses with reason unknown_after_boot attributed to the new boot (`refused_misses` over L, so the proxy can tell sessions that had a 2xx before). */
+/**
+ * Gate 2: refused misses with reason unknown_after_boot attributed to the new boot, on
+ * sessions the boot that ended served (`refused_misses` over L, the life of that boot:
+ * its `misses_active`, misses on sessions with a 2xx in L before them). A session
+ * already stale before that boot (refused since an earlier restart, still resending
+ * its id) is not this deploy's doing and is reported apart.
+ */
 function measureRefusedAfterBoot(e: Evidence, gates: GatesConfig): Measured {
   const { refusedL, deploy, downUs, endUs } = e;
   const downSec = downUs / 1e6 - 1;
@@ -679,18 +685,20 @@ function measureRefusedAfterBoot(e: Evidence, gates: GatesConfig): Measured {
   });
   const counted = afterBoot.filter((r) => r.reason === 'unknown_after_boot');
   const other = afterBoot.filter((r) => r.reason !== 'unknown_after_boot');
-  const value = sum(counted, 'misses');
-  const byNext = tally(counted, 'next', 'misses');
+  const value = sum(counted, 'misses_active');
+  const staleBefore = sum(counted, 'misses') - value;
+  const byNext = tally(counted, 'next', 'misses_active');
   return {
     value,
     unit: 'count',
     verdict: countVerdict(gates.refused_after_boot.max, value),
     summary:
       `${value} refused miss(es) with reason unknown_after_boot after the boot` +
-      (value ? ` (what the session sent next: ${Object.entries(byNext).map(([k, v]) => `${k} ${v}`).join(', ')})` : '') +
+      (value ? ` (what the session sent next: ${Object.entries(byNext).filter(([, v]) => v > 0).map(([k, v]) => `${k} ${v}`).join(', ')})` : '') +
+      (staleBefore ? `; ${staleBefore} more on session(s) already stale before the boot that ended (refused since an earlier restart), not counted` : '') +
       (other.length ? `; ${sum(other, 'misses')} other refused miss(es) after the boot not counted (${Object.keys(tally(other, 'reason', 'misses')).join(', ')}: not caused by the restart)` : ''),
-    numbers: { refused_misses: value, not_counted_other_reasons: sum(other, 'misses'), ...prefixKeys('next_', byNext) },
-    rows: [...counted, ...other].map((r) => pick(r, 'source', 'boot', 'boot_at', 'reason', 'http_status', 'http_method', 'mcp_method', 'next', 'misses', 'sessions')),
+    numbers: { refused_misses: value, not_counted_stale_before: staleBefore, not_counted_other_reasons: sum(other, 'misses'), ...prefixKeys('next_', byNext) },
+    rows: [...counted, ...other].map((r) => pick(r, 'source', 'boot', 'boot_at', 'reason', 'http_status', 'http_method', 'mcp_method', 'next', 'misses', 'sessions', 'misses_active')),
     queries: [refusedL.q],
   };
 }

@@ -16,9 +16,19 @@ import { openTestStore, type TestStore } from './helpers/store.ts';
 const SESSIONS = 10_000;
 const MEMORY_LIMIT = 256 << 20;
 
+const RESENDS = 5000;
+
 let t: TestStore;
 beforeAll(async () => {
   t = await openTestStore('one_client_scale');
+  // one session served once, then its id refused RESENDS times: the SDK client resends a
+  // dead session id forever (DESIGN §1)
+  const loop: FixtureRequest[] = [
+    { at: 0, status: 200, minted: 'dead', ip: '10.9.9.9', ua: 'node' },
+    { at: 1, status: 200, sid: 'dead', ip: '10.9.9.9', ua: 'node' },
+  ];
+  for (let i = 0; i < RESENDS; i++) loop.push({ at: 60 + i * 0.25, status: 404, sid: 'dead', ip: '10.9.9.9', ua: 'node' });
+  await insertEvents(t.store, proxyEvents(loop).map((e) => ({ ...e, service: 'resend' })));
   const requests: FixtureRequest[] = [];
   const client = { ip: '34.162.10.7', ua: 'Claude-User' };
   const server = new ServerScenario('server-one', { ua: 'claude-ai', principal: 'user-P' });
@@ -72,5 +82,19 @@ describe('one client with 10,000 sessions (a hosted chat behind one egress addre
     const pairs = await bounded('remint_pairs', 'proxy-one');
     expect(pairs).toHaveLength(SESSIONS / 10);
     expect(pairs.every((p) => Number(p.inferred) === 1 && p.adopted === true)).toBe(true);
+  });
+});
+
+describe('one session whose id is refused 5,000 times (a client resending a dead id)', () => {
+  // every miss was once compared with every other line of its session: 20,000 misses took 22 GiB
+  it('refused_misses, restarts and session_continuity answer within the memory limit, exactly', async () => {
+    const refused = await bounded('refused_misses', 'resend');
+    expect(refused.reduce((n, r) => n + Number(r.misses), 0)).toBe(RESENDS);
+    expect(refused.every((r) => r.reason === 'unknown_after_boot' && Number(r.sessions) === 1)).toBe(true);
+    // the first miss follows the session's 2xx: one inferred restart, nothing more
+    const restarts = await bounded('restarts', 'resend');
+    expect(restarts).toEqual([expect.objectContaining({ source: 'proxy', evidence: 'session_refusals', sessions_refused: 1 })]);
+    const sessions = await bounded('session_continuity', 'resend');
+    expect(sessions).toEqual([expect.objectContaining({ sessions: 1, stale: 1, recovered: 0, unrecovered_stale: 1 })]);
   });
 });

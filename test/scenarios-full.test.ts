@@ -69,9 +69,12 @@ const proxyRestart = row({ source: 'proxy', boot_id: '', release: '', prev_boot_
 /** restarts, from a server boot event: no proxy 5xx and no refusals counted. */
 const serverRestart = row({ source: 'server', evidence: 'server_boot', ...PROXY_5XX_NONE, sessions_refused: 0 });
 /** refused_misses seen by the proxy: a 404 to a POST on an id the new boot does not know. */
-const proxyMiss = row({ source: 'proxy', reason: 'unknown_after_boot', http_status: 404, http_method: 'POST', mcp_method: '' });
+/** refused_misses: unless given, every miss is on a session active in the range (misses_active = misses). */
+const miss = (fixed: Record<string, unknown>) => (given: Record<string, unknown>) =>
+  row(fixed)({ misses_active: given.misses, sessions_active: given.sessions, ...given });
+const proxyMiss = miss({ source: 'proxy', reason: 'unknown_after_boot', http_status: 404, http_method: 'POST', mcp_method: '' });
 /** refused_misses from session_refused events: a tools/call refused with 404, boot_at unknown. */
-const serverMiss = row({ source: 'server', boot_at: null, http_status: 404, http_method: 'POST', mcp_method: 'tools/call' });
+const serverMiss = miss({ source: 'server', boot_at: null, http_status: 404, http_method: 'POST', mcp_method: 'tools/call' });
 /** remint_pairs inferred from a client's re-initialize after a refused miss. */
 const inferredPair = row({ mode: 'client_reinit_inferred', inferred: 1, events: 1, alias_hits: 0 });
 /** auth_challenges: every fixture challenge is a 401 in the first hour. */

@@ -4,7 +4,11 @@
 -- Server-recorded misses carry the server's reason and boot. A proxy-logged miss
 -- is kept only when no server recorded the same one (same session key within 2 s):
 -- its reason is inferred (unknown_after_boot when the session had a 2xx before,
--- never_seen otherwise) and its boot is the inferred restart before it.
+-- at any time, never_seen otherwise) and its boot is the inferred restart before it.
+-- misses_active / sessions_active: of those, the misses on sessions that had a 2xx
+-- in the range before the miss (a session the range's boot served, not one that
+-- was stale already when the range began); a server's miss always counts, the
+-- server's reason stands.
 -- requires: proxy_lines, proxy_refused, proxy_restarts, server_refused
 WITH
 -- the server's misses, read once (a scalar: two parts below use them)
@@ -36,6 +40,7 @@ proxy AS
 (
     SELECT m.t AS t, m.skh AS skh, m.http_method AS http_method, m.http_status AS http_status,
            if(m.had_ok, 'unknown_after_boot', 'never_seen') AS reason,
+           m.ok_in_range AS ok_in_range,
            multiIf(
                -- the first initialize at or after the miss is the earliest witness
                i.hit = 1 AND i.t <= m.t + {window_s:Float64} AND (m.next_t = 0 OR i.t <= m.next_t), 'initialize',
@@ -56,7 +61,9 @@ FROM
         CAST(NULL, 'Nullable(DateTime64(6, \'UTC\'))') AS boot_at,
         reason, http_status, http_method, mcp_method, next,
         count() AS misses,
-        uniqExact(skh) AS sessions
+        uniqExact(skh) AS sessions,
+        misses AS misses_active,
+        sessions AS sessions_active
     FROM server
     GROUP BY boot_id, reason, http_status, http_method, mcp_method, next
     UNION ALL
@@ -66,7 +73,9 @@ FROM
         if(boot = '0', NULL, toDateTime64(b.at[toUInt64(boot)], 6, 'UTC')) AS boot_at,
         reason, http_status, http_method, '' AS mcp_method, next,
         count() AS misses,
-        uniqExact(skh) AS sessions
+        uniqExact(skh) AS sessions,
+        countIf(ok_in_range) AS misses_active,
+        uniqExactIf(skh, ok_in_range) AS sessions_active
     FROM proxy
     CROSS JOIN boots AS b
     GROUP BY boot, boot_at, reason, http_status, http_method, next

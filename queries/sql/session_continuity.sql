@@ -127,21 +127,30 @@ session_hours AS
     )
     GROUP BY hour, h
 ),
+-- each refused miss's previous refused miss on its session (answered, not a 2xx;
+-- strictly earlier, 0 = none), from the session's distinct miss times in order:
+-- a client that resends a dead id thousands of times costs its misses, not their
+-- square (as pairing every miss with every other did)
+miss_prev AS
 (
-    SELECT groupArray((service, skh, t, hour, before, straddle))
+    SELECT skh, x.1 AS t, x.2 AS prev_t
+    FROM
+    (
+        SELECT skh, arrayJoin(arrayZip(ts, arrayPopBack(arrayPushFront(ts, 0.)))) AS x
+        FROM (SELECT skh, arraySort(groupUniqArray(t)) AS ts FROM refused GROUP BY skh)
+    )
+),
+(
+    SELECT groupArray((service, skh, t, hour, if(by_hour > by_miss, by_hour, by_miss), straddle))
     FROM
     (
         SELECT r.service AS service, r.skh AS skh, r.t AS t, r.hour AS hour,
-               max(if(c.hour < r.hour OR (c.hour = r.hour AND c.ls.1 < r.t), c.ls, (0., toUInt8(0)))) AS before,
-               max(NOT c.is_miss AND c.hour = r.hour AND c.fs <= r.t AND c.ls.1 >= r.t) AS straddle
+               max(if(c.hour < r.hour OR (c.hour = r.hour AND c.ls.1 < r.t), c.ls, (0., toUInt8(0)))) AS by_hour,
+               (any(mp.prev_t), toUInt8(0)) AS by_miss,
+               max(c.hour = r.hour AND c.fs <= r.t AND c.ls.1 >= r.t) AS straddle
         FROM refused AS r
-        LEFT JOIN
-        (
-            SELECT h, hour, fs, ls, toUInt8(0) AS is_miss FROM session_hours
-            UNION ALL
-            -- the session's refused misses themselves (answered, not a 2xx)
-            SELECT skh AS h, hour, t AS fs, (t, toUInt8(0)) AS ls, toUInt8(1) AS is_miss FROM refused
-        ) AS c ON c.h = r.skh
+        LEFT JOIN session_hours AS c ON c.h = r.skh
+        LEFT JOIN miss_prev AS mp ON mp.skh = r.skh AND mp.t = r.t
         GROUP BY service, skh, t, hour
     )
 ) AS prev_rows,

@@ -6,30 +6,61 @@
 --                    the range (the rollup proxy_sessions: an hour that starts
 --                    before t_from and whose first 2xx is before it), so a
 --                    miss's reason does not depend on where the range starts
+--   ok_in_range      some earlier request of the session in the range was a 2xx:
+--                    the session was active in the range before the miss (the
+--                    canary runs refused_misses over the life of the boot that
+--                    ended, so this tells sessions that boot served from sessions
+--                    that were already stale before it)
 --   next_t           the session's next request of any kind (0 = none)
 -- Sessions and clients are their hashed keys (skh, clienth; the strings would be
--- read for every line). Two scalars, which the engine computes once per query
--- wherever the same expression appears: the refused misses, and the requests of their sessions
--- (time-sorted per session); no join
--- or window runs over every request.
+-- read for every line). One scalar, which the engine computes once per query
+-- wherever the same expression appears: each refused session's lines sorted by
+-- time, with the neighbours of every line computed in one pass over that array
+-- (running sums and fills, then a shift), so the cost grows with the session's
+-- lines, not with its misses times its lines: a client that resends a dead
+-- session id 20,000 times (what the SDK client does, DESIGN §1) once took 22 GiB.
+-- A miss's neighbours are those of the first line of its time (a tie is no
+-- neighbour: earlier means strictly earlier, later strictly later).
 -- requires: proxy_lines
 WITH
 (
-    SELECT groupArray((service, skh, t, clienth, http_method, http_status))
-    FROM proxy_lines WHERE refused AND skh != 0
-) AS refused_rows,
-(
-    SELECT groupArray((skh, rows))
+    SELECT groupArray(x)
     FROM
     (
-        -- only the refused sessions' lines, joined to their keys (a join, not an IN:
-        -- a scalar that holds a subquery set is evaluated again at every reference)
-        SELECT l.skh AS skh, arraySort(groupArray((l.t, l.ok, l.pg))) AS rows
-        FROM proxy_lines AS l
-        INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).2 AS skh) AS r ON r.skh = l.skh
-        GROUP BY l.skh
+        SELECT arrayJoin(arrayFilter(z -> z.1.4, arrayZip(rows, prev_at, ok_at, next_at))) AS z0,
+               (z0.1.5, skh, z0.1.1, z0.1.6, z0.1.7, z0.1.8, z0.2, z0.3, z0.4) AS x
+        FROM
+        (
+            SELECT skh, rows,
+                   -- the first line of each time (rows sort by time first)
+                   -- (every lambda takes its arrays as arguments: a captured array would be
+                   -- copied for each element)
+                   arrayMap((y, before) -> y.1 != before, rows, arrayPopBack(arrayPushFront(arrayMap(y -> y.1, rows), -inf))) AS starts,
+                   -- at each line: the latest upstream-served line before it, as (t, ok, pg);
+                   -- then the value of the first line of its time, filled forward
+                   arrayPopBack(arrayPushFront(
+                       arrayFill(v -> v.1 >= 0, arrayMap(y -> if(y.3, (-1., false, false), (y.1, y.2, y.3)), rows)),
+                       (0., false, false))) AS prev_line,
+                   arrayFill(v -> v.1 >= 0, arrayMap((v, st) -> if(st, (if(v.1 < 0, 0., v.1), v.2 AND v.1 >= 0, v.3), (-1., false, false)), prev_line, starts)) AS prev_at,
+                   -- at each line: some earlier line was a 2xx
+                   arrayPopBack(arrayPushFront(arrayCumSum(arrayMap(y -> toUInt32(y.2), rows)), toUInt32(0))) AS ok_before,
+                   arrayFill(v -> v >= 0, arrayMap((v, st) -> if(st, toInt64(v > 0), -1), ok_before, starts)) AS ok_at,
+                   -- at each line: the time of the first line of the next time (0: none)
+                   arrayPushBack(arrayPopFront(arrayReverseFill(v -> v >= 0, arrayMap((y, st) -> if(st, y.1, -1.), rows, starts))), -1.) AS next_line,
+                   arrayMap(v -> greatest(v, 0.), next_line) AS next_at
+            FROM
+            (
+                -- only the refused sessions' lines, joined to their keys (a join, not an IN:
+                -- a scalar that holds a subquery set is evaluated again at every reference)
+                SELECT l.skh AS skh,
+                       arraySort(groupArray((l.t, l.ok, l.pg, l.refused, l.service, l.clienth, l.http_method, l.http_status))) AS rows
+                FROM proxy_lines AS l
+                INNER JOIN (SELECT DISTINCT skh FROM proxy_lines WHERE refused AND skh != 0) AS r ON r.skh = l.skh
+                GROUP BY l.skh
+            )
+        )
     )
-) AS session_rows,
+) AS refused_rows,
 (
     SELECT groupUniqArray(ps.h)
     FROM proxy_sessions AS ps
@@ -41,9 +72,9 @@ WITH
       AND ps.url_path IN {endpoint_paths:Array(String)}
 ) AS ok_before_range
 SELECT m.x.1 AS service, m.x.2 AS skh, m.x.3 AS t, m.x.4 AS clienth, m.x.5 AS http_method, m.x.6 AS http_status,
-       arrayLast(y -> y.1 < t AND NOT y.3, s.y.2) AS prev,
+       m.x.7 AS prev,
        prev.1 AS prev_t, prev.2 AS prev_ok,
-       arrayExists(y -> y.1 < t AND y.2, s.y.2) OR has(ok_before_range, skh) AS had_ok,
-       arrayFirst(y -> y.1 > t, s.y.2).1 AS next_t
+       m.x.8 = 1 AS ok_in_range,
+       ok_in_range OR has(ok_before_range, skh) AS had_ok,
+       m.x.9 AS next_t
 FROM (SELECT arrayJoin(refused_rows) AS x) AS m
-INNER JOIN (SELECT arrayJoin(session_rows) AS y) AS s ON s.y.1 = m.x.2
