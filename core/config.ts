@@ -51,7 +51,7 @@ export const ConfigSchema = z.object({
     .optional(),
   retentionDays: z.coerce.number().int().min(0).max(36_500).optional(),
   mcpPaths: z.array(z.string().startsWith('/')).default([]),
-  remintWindowS: z.coerce.number().positive().max(3600).default(10),
+  remintWindowS: z.coerce.number().positive().max(86_400).default(10),
   ingestToken: z.string().min(16, 'at least 16 characters').max(512).optional(),
   kafka: z
     .object({
@@ -85,7 +85,8 @@ export interface ConfigFlags {
  */
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, flags: ConfigFlags = {}): Config {
   const raw = {
-    dataDir: resolve(flags.dataDir ?? env.CONTINUITY_DATA_DIR ?? './.continuity'),
+    // an empty value is unset, as for every variable (an empty path would be the current directory)
+    dataDir: resolve(flags.dataDir || env.CONTINUITY_DATA_DIR || './.continuity'),
     clickhouse: env.CLICKHOUSE_URL
       ? {
           url: env.CLICKHOUSE_URL,
@@ -99,7 +100,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, flags: ConfigFl
     mcpPaths:
       flags.mcpPaths ??
       (env.CONTINUITY_MCP_PATHS ? env.CONTINUITY_MCP_PATHS.split(',').map((p) => p.trim()).filter(Boolean) : undefined),
-    remintWindowS: flags.remintWindowS ?? env.CONTINUITY_REMINT_WINDOW_S,
+    remintWindowS: flags.remintWindowS ?? (env.CONTINUITY_REMINT_WINDOW_S || undefined),
     ingestToken: flags.ingestToken ?? (env.CONTINUITY_INGEST_TOKEN || undefined),
     kafka: env.KAFKA_BROKERS?.trim()
       ? {

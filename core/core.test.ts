@@ -1,7 +1,7 @@
 import { createHmac } from 'node:crypto';
 import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.ts';
 import { ContinuityError, ERROR_CODES } from './errors.ts';
@@ -18,6 +18,13 @@ describe('loadConfig', () => {
   it('switches to a server with CLICKHOUSE_URL', () => {
     const c = loadConfig({ CLICKHOUSE_URL: 'http://127.0.0.1:8123', CLICKHOUSE_DATABASE: 'mcp' });
     expect(c.clickhouse).toMatchObject({ url: 'http://127.0.0.1:8123', database: 'mcp', username: 'default' });
+  });
+  it('takes an empty variable or flag as unset', () => {
+    const c = loadConfig({ CONTINUITY_DATA_DIR: '', CONTINUITY_REMINT_WINDOW_S: '' }, { dataDir: '' });
+    expect(c.dataDir).toBe(resolve('./.continuity'));
+    expect(c.remintWindowS).toBe(10);
+    // the window may be as long as the queries' own window_s allows (a day)
+    expect(loadConfig({ CONTINUITY_REMINT_WINDOW_S: '7200' }).remintWindowS).toBe(7200);
   });
   it('flags win over the environment', () => {
     expect(loadConfig({ CONTINUITY_DATA_DIR: '/a' }, { dataDir: '/b' }).dataDir).toBe('/b');

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, readlinkSync, realpathSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, readdirSync, readlinkSync, readSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
@@ -102,6 +102,11 @@ export async function openStore(config: Config): Promise<Store> {
     });
   }
   const dbPath = join(config.dataDir, 'clickhouse');
+  // The engine opens and locks its status file: a FIFO there would hang it for good.
+  const status = statusFileKind(join(dbPath, 'status'));
+  if (status !== 'file' && status !== 'absent') {
+    throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${join(dbPath, 'status')} is a ${status}, not the engine's status file: remove it`, { details: { dataDir: dbPath } });
+  }
   // Told before opening: the engine would print its own "Cannot lock file" line to stderr.
   const holder = lockHolder(dbPath);
   if (holder !== undefined) throw storeOpenError(dbPath, new Error(`the engine's lock file ${join(dbPath, 'status')} is held by process ${holder}`));
@@ -268,7 +273,12 @@ function lineTerminated(body: string | Buffer): Buffer {
  */
 function storeOpenError(dbPath: string, err: unknown): ContinuityError {
   const statusFile = join(dbPath, 'status');
-  const owner = existsSync(statusFile) ? /PID:\s*(\d+)/.exec(readFileSync(statusFile, 'utf8'))?.[1] : undefined;
+  let owner: string | undefined;
+  try {
+    owner = /PID:\s*(\d+)/.exec(readStatusFile(statusFile))?.[1];
+  } catch {
+    owner = undefined; // none, or not a file the engine wrote
+  }
   if (owner !== undefined && Number(owner) !== process.pid && isAlive(Number(owner))) {
     return new ContinuityError(
       'CONT_ERR_STORE_LOCKED',
@@ -298,7 +308,7 @@ function lockHolder(dbPath: string): number | undefined {
   let owner: number;
   try {
     statusFile = realpathSync(join(dbPath, 'status'));
-    owner = Number(/PID:\s*(\d+)/.exec(readFileSync(statusFile, 'utf8'))?.[1]);
+    owner = Number(/PID:\s*(\d+)/.exec(readStatusFile(statusFile))?.[1]);
   } catch {
     return undefined;
   }
@@ -317,6 +327,40 @@ function lockHolder(dbPath: string): number | undefined {
     }
   }
   return undefined;
+}
+
+/** What `path` is (following links): the engine's status file must be a regular file or absent. */
+function statusFileKind(path: string): 'absent' | 'file' | 'directory' | 'FIFO' | 'device' | 'socket' | 'special file' {
+  let st: Stats;
+  try {
+    st = statSync(path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' || code === 'ENOTDIR' ? 'absent' : 'special file';
+  }
+  if (st.isFile()) return 'file';
+  if (st.isDirectory()) return 'directory';
+  if (st.isFIFO()) return 'FIFO';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'device';
+  if (st.isSocket()) return 'socket';
+  return 'special file';
+}
+
+/**
+ * The head of the engine's `status` file (a few lines: PID, start time, revision),
+ * read only from a regular file and at most 4 KiB of it: a status path that is a
+ * FIFO or a link to /dev/zero must not hang or exhaust the process.
+ * @throws when it is not a regular file or cannot be read.
+ */
+function readStatusFile(path: string): string {
+  const fd = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    if (!fstatSync(fd).isFile()) throw new Error(`${path} is not a regular file`);
+    const buf = Buffer.alloc(4096);
+    return buf.toString('utf8', 0, readSync(fd, buf, 0, buf.length, 0));
+  } finally {
+    closeSync(fd);
+  }
 }
 
 function isAlive(pid: number): boolean {

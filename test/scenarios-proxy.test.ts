@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery } from '../queries/index.ts';
 import { buildContinuityReport } from '../reports/index.ts';
-import { fixtureHash, insertEvents, T0_MICROS } from './fixtures/proxy-scenario.ts';
+import { fixtureHash, insertEvents, proxyEvents, T0_MICROS } from './fixtures/proxy-scenario.ts';
 import { scenarioEvents, type ScenarioName } from './fixtures/scenarios.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
@@ -128,5 +128,34 @@ describe('query parameters', () => {
   it('scopes by time range: nothing before the scenarios start', async () => {
     const rows = await runQuery(t.store, 'restarts', { t_to: new Date(T0_MICROS / 1000).toISOString() });
     expect(rows).toEqual([]);
+  });
+});
+
+describe('a replacement after misses on two sessions of one client', () => {
+  // misses on A at 10 s, on B at 12 s, on A again at 14 s; an initialize at 15 s mints C:
+  // C replaces the session of the latest miss before it, A (the answer once depended on
+  // which of A's two misses the engine happened to pick)
+  it('is credited to the session of the latest miss before it, whatever the range', async () => {
+    const c = { ip: '10.8.0.1', ua: 'node' };
+    await insertEvents(
+      t.store,
+      proxyEvents([
+        { at: 0, status: 200, minted: 'tie-A', ...c },
+        { at: 1, status: 200, sid: 'tie-A', ...c },
+        { at: 2, status: 200, minted: 'tie-B', ...c },
+        { at: 3, status: 200, sid: 'tie-B', ...c },
+        { at: 10, status: 404, sid: 'tie-A', ...c },
+        { at: 12, status: 404, sid: 'tie-B', ...c },
+        { at: 14, status: 404, sid: 'tie-A', ...c },
+        { at: 15, status: 200, minted: 'tie-C', ...c },
+        { at: 16, status: 200, sid: 'tie-C', ...c },
+      ]).map((e) => ({ ...e, service: 'tie' })),
+    );
+    for (const t_from of ['1970-01-01 00:00:00', '2026-11-30 04:00:05']) {
+      const pairs = await runQuery(t.store, 'remint_pairs', { service: 'tie', t_from });
+      expect(pairs, t_from).toEqual([expect.objectContaining({ stale_session_key: fixtureHash('tie-A'), replacement_session_key: fixtureHash('tie-C'), adopted: true })]);
+      const [sessions] = await runQuery(t.store, 'session_continuity', { service: 'tie', t_from });
+      expect(sessions, t_from).toMatchObject({ stale: 2, recovered: 1, unrecovered_stale: 1 });
+    }
   });
 });

@@ -1,6 +1,6 @@
-import { execFile, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
 import { promisify } from 'node:util';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
@@ -55,6 +55,27 @@ describe('an embedded data directory has one owner', () => {
       holder.stdin!.end();
       await once(holder, 'exit');
       rmSync(dataDir, { recursive: true, force: true });
+    }
+  });
+
+  it('a status file that is a FIFO or a device is refused at once (the engine would hang on the FIFO)', async () => {
+    for (const [kind, make] of [
+      ['FIFO', (p: string) => execFileSync('mkfifo', [p])],
+      ['device', (p: string) => symlinkSync('/dev/zero', p)],
+    ] as const) {
+      const dataDir = mkdtempSync(join(tmpdir(), 'continuity-lock-'));
+      try {
+        mkdirSync(join(dataDir, 'clickhouse'));
+        make(join(dataDir, 'clickhouse', 'status'));
+        const err = await openStore(loadConfig({}, { dataDir })).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err, kind).toMatchObject({ code: 'CONT_ERR_STORE_UNAVAILABLE' });
+        expect((err as Error).message).toContain(`status is a ${kind}`);
+      } finally {
+        rmSync(dataDir, { recursive: true, force: true });
+      }
     }
   });
 });

@@ -248,7 +248,7 @@ remint_candidates AS
     -- inferred re-mints (proxy_remint_pairs.sql): a refused miss, then an initialize
     -- from the same client within window_s; each replacement credited to the
     -- latest miss before it
-    SELECT m.skh AS c_stale_h, argMin(i.h, i.t) AS c_replacement_h, min(i.t) AS c_init_t, argMin(m.t, i.t) AS c_miss_t
+    SELECT m.skh AS c_stale_h, argMin(i.h, i.t) AS c_replacement_h, min(i.t) AS c_init_t, argMin(m.t, (i.t, -m.t)) AS c_miss_t
     FROM refused AS m
     ASOF INNER JOIN proxy_inits_all AS i ON i.clienth = m.clienth AND m.t <= i.t
     WHERE i.t <= m.t + {window_s:Float64}

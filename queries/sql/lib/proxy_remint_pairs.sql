@@ -19,7 +19,9 @@ candidates AS
 (
     SELECT m.stale_h AS c_stale_h,
            argMin((i.replacement_h, i.replacement), i.init_t) AS c_replacement, min(i.init_t) AS c_init_t,
-           argMin(m.t, i.init_t) AS c_miss_t
+           -- the latest of the session's misses answered by that initialize (a tie in
+           -- init_t is every such miss: the latest before the replacement is credited)
+           argMin(m.t, (i.init_t, -m.t)) AS c_miss_t
     -- each miss with the client's first initialize at or after it (ASOF: the
     -- earliest replacement in its window, if any, without pairing every miss
     -- with every initialize of a client that holds thousands of sessions)
