@@ -341,6 +341,11 @@ export function bindParams(name: string, params: Record<string, unknown>): Recor
   if (unknown.length > 0) {
     throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name} takes no parameter ${unknown.join(', ')}; it takes ${Object.keys(q.paramTypes).join(', ')}`);
   }
+  // A query string repeats a key as an array; only Array parameters take several values.
+  const repeated = Object.keys(params).filter((k) => Array.isArray(params[k]) && !q.paramTypes[k]!.startsWith('Array('));
+  if (repeated.length > 0) {
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name}: ${repeated.join(', ')} given more than once; it takes one value`, { details: { issues: repeated.map((k) => `${k}: given more than once`) } });
+  }
   const parsed = q.params.safeParse(params);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);

@@ -56,3 +56,10 @@ describe('the deployment’s defaults of query parameters (withQueryDefaults)', 
     expect(bindParams('remint_pairs', withQueryDefaults('remint_pairs', {}, defaults))).toMatchObject({ mcp_paths: ['/mcp', '/v2/mcp'], window_s: 30 });
   });
 });
+
+describe('a parameter given more than once (a repeated query-string key)', () => {
+  it('is refused for a one-value parameter, and taken for an Array one', () => {
+    expect(() => bindParams('remint_pairs', { window_s: ['5', '6'] })).toThrow(/window_s given more than once/);
+    expect(bindParams('remint_pairs', { mcp_paths: ['/a', '/b'] })).toMatchObject({ mcp_paths: ['/a', '/b'] });
+  });
+});
