@@ -215,6 +215,7 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
       stale: 'UInt64',
       recovered: 'UInt64',
       unrecovered_stale: 'UInt64',
+      unrecovered_new: 'UInt64',
       abandoned_after_failure: 'UInt64',
       survived_1: 'UInt64',
       survived_2: 'UInt64',

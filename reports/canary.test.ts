@@ -406,5 +406,9 @@ describe('a deploy after an earlier one had already broken a session (proxy evid
     expect(g.summary).toBe(
       '1 refused miss(es) with reason unknown_after_boot after the boot (what the session sent next: initialize 1); 21 more on session(s) already stale before the boot that ended (refused since an earlier restart), not counted',
     );
+    // B re-initialized; A lost its tools at restart 1, not at this deploy
+    const lost = gate(r, 'sessions_lost_tools');
+    expect(lost).toMatchObject({ value: 0, verdict: 'pass' });
+    expect(lost.numbers).toMatchObject({ unrecovered_stale: 0, not_counted_refused_before: 1, recovered: 1 });
   });
 });

@@ -72,7 +72,9 @@ export interface GatesConfig {
  *    settled: the process died under them (standalone GET streams, which every
  *    shutdown closes, are not counted: settlements.sql `streams_open`).
  * 4. `sessions_lost_tools` max 0 — sessions refused in the deploy window and never
- *    recovered (no re-mint, no re-initialize): those chats lost their tools.
+ *    recovered (no re-mint, no re-initialize): those chats lost their tools; a
+ *    session refused already before the window (an earlier restart broke it) is
+ *    reported apart (session_continuity.sql `unrecovered_new`).
  * 5. `invalid_token_rate` ratio 2, margin_pp 1 — challenges of class invalid_token
  *    or expired_token per request: fails when the deploy rate exceeds
  *    max(2 × baseline, baseline + 1 percentage point), e.g. a deploy that rotated
@@ -743,7 +745,9 @@ function measureUnsettledAtShutdown(e: Evidence, gates: GatesConfig): Measured {
 function measureSessionsLostTools(e: Evidence, gates: GatesConfig): Measured {
   const { contW } = e;
   const stale = contW.rows.filter((r) => num(r.stale) > 0);
-  const value = sum(contW.rows, 'unrecovered_stale');
+  // a session refused already before the window (an earlier restart broke it) is not this deploy's doing
+  const value = sum(contW.rows, 'unrecovered_new');
+  const brokenBefore = sum(contW.rows, 'unrecovered_stale') - value;
   return {
     value,
     unit: 'count',
@@ -752,12 +756,19 @@ function measureSessionsLostTools(e: Evidence, gates: GatesConfig): Measured {
       `${value} of ${sum(stale, 'stale')} session(s) refused in the deploy window never recovered (no re-mint, no re-initialize)` +
       (value
         ? `: ${stale
-            .filter((r) => num(r.unrecovered_stale) > 0)
-            .map((r) => `${num(r.unrecovered_stale)} from ${String(r.ua_family) || 'an unknown client'}`)
+            .filter((r) => num(r.unrecovered_new) > 0)
+            .map((r) => `${num(r.unrecovered_new)} from ${String(r.ua_family) || 'an unknown client'}`)
             .join(', ')}`
-        : ''),
-    numbers: { unrecovered_stale: value, stale: sum(stale, 'stale'), recovered: sum(stale, 'recovered'), abandoned_after_failure: sum(contW.rows, 'abandoned_after_failure') },
-    rows: stale.map((r) => pick(r, 'ua_family', 'origin', 'stale', 'recovered', 'unrecovered_stale', 'abandoned_after_failure')),
+        : '') +
+      (brokenBefore ? `; ${brokenBefore} more already refused before the window (an earlier restart broke them), not counted` : ''),
+    numbers: {
+      unrecovered_stale: value,
+      not_counted_refused_before: brokenBefore,
+      stale: sum(stale, 'stale'),
+      recovered: sum(stale, 'recovered'),
+      abandoned_after_failure: sum(contW.rows, 'abandoned_after_failure'),
+    },
+    rows: stale.map((r) => pick(r, 'ua_family', 'origin', 'stale', 'recovered', 'unrecovered_stale', 'unrecovered_new', 'abandoned_after_failure')),
     queries: [contW.q],
   };
 }

@@ -84,7 +84,12 @@ const settlement = row({ unsettled: 0, streams_open: 0, unsettled_at_shutdown: 0
 /** The settlements row of a scenario's one initialize, settled ok. */
 const initialize = (service: string, boot_id: string, boot_ended: 0 | 1) => settlement({ service, boot_id, boot_ended, mcp_method: 'initialize', arrivals: 1, settled: 1, ok: 1 });
 const traffic = row({ ok: 0, proxy_generated_5xx: 0, upstream_5xx: 0, refused: 0, challenged: 0, sessions: 0 });
-const continuity = row({ origin: '', minted_unused: 0, stale: 0, recovered: 0, unrecovered_stale: 0, abandoned_after_failure: 0, survived_1: 0, survived_2: 0 });
+/** session_continuity: unless given, every unrecovered session was broken in the range (unrecovered_new = unrecovered_stale). */
+const continuity = (given: Record<string, unknown>) =>
+  row({ origin: '', minted_unused: 0, stale: 0, recovered: 0, unrecovered_stale: 0, abandoned_after_failure: 0, survived_1: 0, survived_2: 0 })({
+    unrecovered_new: given.unrecovered_stale ?? 0,
+    ...given,
+  });
 
 /**
  * What each scenario must give, query by query (SCENARIOS.md "Expect" in the comments);

@@ -7,6 +7,9 @@
 --   recovered:           a stale session that was re-minted by the server (a remint
 --                        pair) or whose client re-initialized (an inferred pair)
 --   unrecovered_stale:   a stale session never recovered
+--   unrecovered_new:     of those, the sessions not refused before the range
+--                        began (the canary's deploy window: a session an earlier
+--                        restart broke, still resending its id, is not this one's)
 --   abandoned_after_failure: the session's last request failed and the same client
 --                        sent no initialize within window_s afterwards
 --   survived_1/survived_2: sessions with 2xx both before and after at least one / two restarts
@@ -370,6 +373,40 @@ per_session AS
         max((last_t, failed)).2 = 1 AND max(used) = 1 AS last_failed
     FROM per_source
     GROUP BY h
+),
+-- the range's stale sessions that were refused before it began: the hourly
+-- rollups for the hours before t_from's hour, the rows for the part of that hour
+-- before t_from (from_hour: the start of t_from's hour, s; 0 before 1970, which the
+-- rollups' DateTime cannot hold)
+intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600 AS from_hour,
+stale_before AS
+(
+    SELECT DISTINCT h
+    FROM
+    (
+        SELECT h FROM proxy_sessions
+        WHERE ts < toDateTime(from_hour, 'UTC') AND last_refused > 0
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+          AND url_path IN {endpoint_paths:Array(String)}
+        UNION ALL
+        SELECT skh AS h FROM proxy_access
+        WHERE ts >= fromUnixTimestamp64Micro(toInt64(from_hour) * 1000000) AND ts < {t_from:DateTime64(6, 'UTC')} AND refused AND skh != 0
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+          AND url_path IN {endpoint_paths:Array(String)}
+        UNION ALL
+        SELECT h FROM server_sessions
+        WHERE ts < toDateTime(from_hour, 'UTC') AND last_refused > 0
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+        UNION ALL
+        SELECT skh AS h FROM server_requests
+        WHERE ts >= fromUnixTimestamp64Micro(toInt64(from_hour) * 1000000) AND ts < {t_from:DateTime64(6, 'UTC')} AND refused AND skh != 0
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+    ) AS b
+    INNER JOIN (SELECT session_key FROM per_session WHERE is_stale) AS st ON st.session_key = b.h
 )
 SELECT
     s.ua_family AS ua_family,
@@ -379,6 +416,7 @@ SELECT
     countIf(is_stale) AS stale,
     countIf(is_stale AND rk.skh != 0 AND rk.rt >= s.last_refused_t - 2) AS recovered,
     countIf(is_stale AND NOT (rk.skh != 0 AND rk.rt >= s.last_refused_t - 2)) AS unrecovered_stale,
+    countIf(is_stale AND NOT (rk.skh != 0 AND rk.rt >= s.last_refused_t - 2) AND sb.h = 0) AS unrecovered_new,
     countIf(last_failed
             AND NOT (pi.hit = 1 AND pi.t <= s.session_last_t + {window_s:Float64})
             AND NOT (si.hit = 1 AND si.t <= s.session_last_t + {window_s:Float64})) AS abandoned_after_failure,
@@ -386,6 +424,7 @@ SELECT
     countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
 FROM per_session AS s
 LEFT JOIN recovered_keys AS rk ON rk.skh = s.session_key
+LEFT JOIN stale_before AS sb ON sb.h = s.session_key
 -- the client's first initialize at or after the session's last request (ASOF)
 ASOF LEFT JOIN (SELECT clienth, t, toUInt8(1) AS hit FROM proxy_inits_all) AS pi ON pi.clienth = s.p_client AND s.session_last_t <= pi.t
 ASOF LEFT JOIN server_inits AS si ON si.clienth = s.s_client AND s.session_last_t <= si.t
