@@ -320,7 +320,7 @@ export interface QueryDefaults {
 export function withQueryDefaults(name: string | undefined, params: Record<string, unknown>, defaults: QueryDefaults): Record<string, unknown> {
   const takes = (k: string) => name === undefined || Object.hasOwn(getQuery(name).paramTypes, k);
   const out: Record<string, unknown> = {};
-  if (defaults.mcpPaths?.length && takes('mcp_paths')) out.mcp_paths = defaults.mcpPaths.join(',');
+  if (defaults.mcpPaths?.length && takes('mcp_paths')) out.mcp_paths = [...defaults.mcpPaths];
   if (defaults.remintWindowS !== undefined && takes('window_s')) out.window_s = defaults.remintWindowS;
   return { ...out, ...params };
 }

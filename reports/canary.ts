@@ -733,7 +733,7 @@ function measureUnsettledAtShutdown(e: Evidence, gates: GatesConfig): Measured {
       unsettled_at_shutdown: evaluable ? value : null,
       arrivals: sum(ended, 'arrivals'),
       settled: sum(ended, 'settled'),
-      streams_open: sum(ended, 'streams_open'),
+      streams_open: streams,
       ended_boot_id: endedIds.join(', ') || null,
     },
     rows: ended.map((r) => pick(r, 'service', 'boot_id', 'boot_ended', 'mcp_method', 'arrivals', 'settled', 'streams_open', 'unsettled_at_shutdown', 'settled_share')),

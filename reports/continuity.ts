@@ -172,11 +172,10 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
  */
 async function importedLines(store: Store): Promise<LineCounts> {
   const [row] = await store.query<{ read: number; parsed: number; rejected: number }>(
-    `SELECT sum(read) AS read, sum(parsed) AS parsed, sum(rejected) AS rejected
+    `SELECT sum(latest.1) AS read, sum(latest.2) AS parsed, sum(latest.3) AS rejected
      FROM
      (
-         SELECT argMax(lines_read, (finished_at, run_id)) AS read, argMax(lines_parsed, (finished_at, run_id)) AS parsed,
-                argMax(lines_rejected, (finished_at, run_id)) AS rejected
+         SELECT argMax((lines_read, lines_parsed, lines_rejected), (finished_at, run_id)) AS latest
          FROM import_runs
          GROUP BY kind, if(content_hash = '', toString(run_id), content_hash)
      )`,

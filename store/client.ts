@@ -273,20 +273,15 @@ function lineTerminated(body: string | Buffer): Buffer {
  */
 function storeOpenError(dbPath: string, err: unknown): ContinuityError {
   const statusFile = join(dbPath, 'status');
-  let owner: string | undefined;
-  try {
-    owner = /PID:\s*(\d+)/.exec(readStatusFile(statusFile))?.[1];
-  } catch {
-    owner = undefined; // none, or not a file the engine wrote
-  }
-  if (owner !== undefined && Number(owner) !== process.pid && isAlive(Number(owner))) {
+  const owner = statusOwner(statusFile);
+  if (owner !== undefined && owner !== process.pid && isAlive(owner)) {
     return new ContinuityError(
       'CONT_ERR_STORE_LOCKED',
       `${dbPath} is owned by process ${owner}; stop it, use its HTTP API (continuity serve), or pass another --data-dir`,
-      { cause: err, details: { dataDir: dbPath, ownerPid: Number(owner) } },
+      { cause: err, details: { dataDir: dbPath, ownerPid: owner } },
     );
   }
-  if (owner !== undefined && Number(owner) === process.pid) {
+  if (owner === process.pid) {
     return new ContinuityError(
       'CONT_ERR_STORE_LOCKED',
       `${dbPath}: this process already has an embedded store open on another directory (the engine allows one per process)`,
@@ -305,14 +300,13 @@ function storeOpenError(dbPath: string, err: unknown): ContinuityError {
  */
 function lockHolder(dbPath: string): number | undefined {
   let statusFile: string;
-  let owner: number;
   try {
     statusFile = realpathSync(join(dbPath, 'status'));
-    owner = Number(/PID:\s*(\d+)/.exec(readStatusFile(statusFile))?.[1]);
   } catch {
     return undefined;
   }
-  if (!Number.isInteger(owner) || owner <= 0 || owner === process.pid || !isAlive(owner)) return undefined;
+  const owner = statusOwner(statusFile);
+  if (owner === undefined || owner === process.pid || !isAlive(owner)) return undefined;
   let fds: string[];
   try {
     fds = readdirSync(`/proc/${owner}/fd`);
@@ -344,6 +338,16 @@ function statusFileKind(path: string): 'absent' | 'file' | 'directory' | 'FIFO' 
   if (st.isCharacterDevice() || st.isBlockDevice()) return 'device';
   if (st.isSocket()) return 'socket';
   return 'special file';
+}
+
+/** The PID the engine's status file names; undefined when there is none or no such file. */
+function statusOwner(statusFile: string): number | undefined {
+  try {
+    const pid = Number(/PID:\s*(\d+)/.exec(readStatusFile(statusFile))?.[1]);
+    return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+  } catch {
+    return undefined; // none, or not a file the engine wrote
+  }
 }
 
 /**

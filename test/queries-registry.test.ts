@@ -48,8 +48,8 @@ describe('named query composition', () => {
 describe('the deployment’s defaults of query parameters (withQueryDefaults)', () => {
   const defaults = { mcpPaths: ['/mcp', '/v2/mcp'], remintWindowS: 30 };
   it('fills in only the parameters the query takes, and a given value wins', () => {
-    expect(withQueryDefaults('remint_pairs', {}, defaults)).toEqual({ mcp_paths: '/mcp,/v2/mcp', window_s: 30 });
-    expect(withQueryDefaults('cap_pressure', {}, defaults)).toEqual({ mcp_paths: '/mcp,/v2/mcp' });
+    expect(withQueryDefaults('remint_pairs', {}, defaults)).toEqual({ mcp_paths: ['/mcp', '/v2/mcp'], window_s: 30 });
+    expect(withQueryDefaults('cap_pressure', {}, defaults)).toEqual({ mcp_paths: ['/mcp', '/v2/mcp'] });
     expect(withQueryDefaults('remint_pairs', { window_s: '5', mcp_paths: '/x' }, defaults)).toEqual({ mcp_paths: '/x', window_s: '5' });
     expect(withQueryDefaults('remint_pairs', {}, { remintWindowS: 30 })).toEqual({ window_s: 30 });
     // the values bind as the query's own parameters
