@@ -2,7 +2,7 @@ import { closeSync, constants, fstatSync, openSync, readdirSync, readlinkSync, r
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
-import { createChdbConnection } from 'chdb/connection';
+import type { createChdbConnection } from 'chdb/connection';
 import type { Config } from '../core/config.ts';
 import { ContinuityError } from '../core/errors.ts';
 import { ensureDir } from '../core/fs.ts';
@@ -110,13 +110,24 @@ export async function openStore(config: Config): Promise<Store> {
   // Told before opening: the engine would print its own "Cannot lock file" line to stderr.
   const holder = lockHolder(dbPath);
   if (holder !== undefined) throw storeOpenError(dbPath, new Error(`the engine's lock file ${join(dbPath, 'status')} is held by process ${holder}`));
+  let createChdbConnection: OpenChdb;
+  try {
+    ({ createChdbConnection } = await loadChdb());
+  } catch (err) {
+    chdbModule = undefined; // a later open tries again
+    throw new ContinuityError(
+      'CONT_ERR_STORE_UNAVAILABLE',
+      `the embedded engine (chdb) could not be loaded: ${(err as Error).message} (set CLICKHOUSE_URL to use a ClickHouse server instead)`,
+      { cause: err, details: { dataDir: config.dataDir } },
+    );
+  }
   let connection;
   try {
     connection = createChdbConnection({ path: dbPath });
   } catch (err) {
     throw storeOpenError(dbPath, err);
   }
-  const renewing = renewingConnection(dbPath, connection);
+  const renewing = renewingConnection(dbPath, connection, createChdbConnection);
   return wrap(createClient({ connection: renewing.connection }), 'embedded', config.dataDir, renewing.insertRaw);
 }
 
@@ -126,7 +137,23 @@ export async function openStore(config: Config): Promise<Store> {
  */
 type RawInsert = (table: string, format: 'JSONEachRow', body: string | Buffer, settings: Record<string, string | number>) => Promise<void>;
 
-type ChdbConnection = ReturnType<typeof createChdbConnection>;
+type OpenChdb = typeof createChdbConnection;
+type ChdbConnection = ReturnType<OpenChdb>;
+
+/**
+ * The embedded engine's module, loaded on the first embedded open, not at import:
+ * loading libchdb maps and relocates a 566 MB library, which costs every process
+ * that imports the store about 145 MB of RSS and 60 ms (Node 20, chdb 3.4.0,
+ * measured with `process.memoryUsage().rss` around `import('chdb')`): the gateway,
+ * a consumer writing to a ClickHouse server (CLICKHOUSE_URL) and every CLI command
+ * that reaches a running `serve` over HTTP never use it.
+ * @throws whatever loading the native library throws (the caller wraps it).
+ */
+function loadChdb(): Promise<typeof import('chdb/connection')> {
+  chdbModule ??= import('chdb/connection');
+  return chdbModule;
+}
+let chdbModule: Promise<typeof import('chdb/connection')> | undefined;
 // chdb ships its Connection typed against @clickhouse/client-common, which
 // @clickhouse/client 1.23 bundles under another path: same shape, two declarations.
 type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[0]>['connection']>;
@@ -165,7 +192,7 @@ interface Lane {
  * which chdb defers until statements still running on it finish. Opening one costs
  * well under a millisecond.
  */
-function createLane(dbPath: string, first: ChdbConnection | undefined): Lane {
+function createLane(dbPath: string, first: ChdbConnection | undefined, open: OpenChdb): Lane {
   let current: ChdbConnection | undefined = first;
   let closed = false;
   let pending = 0;
@@ -192,7 +219,7 @@ function createLane(dbPath: string, first: ChdbConnection | undefined): Lane {
         let conn = current;
         if (conn === undefined) {
           try {
-            conn = current = createChdbConnection({ path: dbPath });
+            conn = current = open({ path: dbPath });
           } catch (err) {
             throw storeOpenError(dbPath, err);
           }
@@ -222,8 +249,8 @@ function createLane(dbPath: string, first: ChdbConnection | undefined): Lane {
  * {@link EMBEDDED_INSERT_LANES} lanes has the fewest statements waiting (the first
  * lane is the client's; the others open on first use).
  */
-function renewingConnection(dbPath: string, first: ChdbConnection): { connection: ClientConnection; insertRaw: RawInsert } {
-  const main = createLane(dbPath, first);
+function renewingConnection(dbPath: string, first: ChdbConnection, open: OpenChdb): { connection: ClientConnection; insertRaw: RawInsert } {
+  const main = createLane(dbPath, first, open);
   const lanes: Lane[] = [main];
   const run = main.run;
   const connection = {
@@ -238,7 +265,7 @@ function renewingConnection(dbPath: string, first: ChdbConnection): { connection
     let best = lanes[0]!;
     for (const l of lanes) if (l.pending < best.pending) best = l;
     if (best.pending > 0 && lanes.length < EMBEDDED_INSERT_LANES) {
-      best = createLane(dbPath, undefined);
+      best = createLane(dbPath, undefined, open);
       lanes.push(best);
     }
     return best;
