@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import { z } from 'zod';
-import { assertMediaType, ContinuityError, createBearerCheck, isContinuityError } from '../core/index.ts';
+import { assertMediaType, codedRequestError, ContinuityError, createBearerCheck, isContinuityError } from '../core/index.ts';
 import { NAMED_QUERIES, bindParams, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { buildContinuityReport } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
@@ -63,8 +63,11 @@ const REPORT_PARAMS = new Set(Object.values(NAMED_QUERIES).flatMap((q) => Object
  *   …) → 403 `CONT_ERR_READONLY`; a statement with its own SETTINGS clause, the
  *   file() function, or SHOW/DESCRIBE/EXPLAIN → 403 `CONT_ERR_SQL_REFUSED`; a
  *   rejected statement → 400 `CONT_ERR_STORE_QUERY`; a bad body → 400
- *   `CONT_ERR_BAD_REQUEST`; a body that is not `application/json` → 415
- *   `CONT_ERR_UNSUPPORTED_MEDIA` (RFC 9110 §15.5.16).
+ *   `CONT_ERR_BAD_REQUEST`; a body that is not `application/json`, or is in a
+ *   content coding other than gzip and deflate → 415 `CONT_ERR_UNSUPPORTED_MEDIA`
+ *   (RFC 9110 §15.5.16); a body over the app's body limit once decoded → 413
+ *   `CONT_ERR_BODY_TOO_LARGE` (RFC 9110 §15.5.14; `details.limitBytes`).
+ *   Decoding is the app's: the ingest gateway registers it (api/server.ts).
  *
  * Every error body is the coded error's JSON `{ code, message, fix, details }`
  * with the registry's HTTP status (core/errors.ts); an unknown path under the
@@ -76,10 +79,11 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
   const { store } = options;
   const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;
 
-  app.setErrorHandler((err: FastifyError | ContinuityError, _req, reply) => {
+  // The same mapping as the ingest gateway's: a body over the limit is 413 here too, not 400.
+  app.setErrorHandler((err: FastifyError | ContinuityError, req, reply) => {
     if (isContinuityError(err)) return sendError(reply, err);
-    const status = (err as FastifyError).statusCode;
-    if (status !== undefined && status < 500) return sendError(reply, new ContinuityError('CONT_ERR_BAD_REQUEST', err.message));
+    const coded = codedRequestError(err, req.routeOptions.bodyLimit);
+    if (coded) return sendError(reply, coded);
     app.log.error(err);
     return reply.status(500).send({ code: 'INTERNAL', message: 'internal error' });
   });

@@ -102,10 +102,10 @@ export const ERROR_CODES = {
     fix: 'Send JSON (application/json) or OTLP protobuf (application/x-protobuf) of the documented shape; the issues name what is wrong.',
   },
   CONT_ERR_BODY_TOO_LARGE: {
-    message: 'the request body is larger than the gateway accepts',
+    message: 'the request body is larger than the server accepts',
     retriable: false,
     httpStatus: 413,
-    fix: 'Send smaller batches (the OTLP exporters batch by count: lower maxExportBatchSize) or raise the gateway body limit.',
+    fix: 'Send a smaller body: the limit (`details.limitBytes`; 10 MiB unless createGateway was given maxBodyBytes) counts the bytes after Content-Encoding is decoded, on the ingest routes and the read API alike. For ingest, send smaller batches (the OTLP exporters batch by count: lower maxExportBatchSize).',
   },
   CONT_ERR_UNAUTHORIZED: {
     message: 'a bearer token is required',
@@ -114,10 +114,10 @@ export const ERROR_CODES = {
     fix: 'Send `Authorization: Bearer <token>` with the token the gateway was started with (CONTINUITY_INGEST_TOKEN).',
   },
   CONT_ERR_UNSUPPORTED_MEDIA: {
-    message: 'the content type is not accepted here',
+    message: 'the content type or content coding is not accepted here',
     retriable: false,
     httpStatus: 415,
-    fix: 'Send a Content-Type the route accepts (the message and `details.accepted` name them): application/json, or application/x-protobuf for OTLP on /v1/logs; optionally with Content-Encoding: gzip.',
+    fix: 'Send a Content-Type the route accepts (the message and `details.accepted` name them): application/json, or application/x-protobuf for OTLP on /v1/logs; send the body unencoded or with Content-Encoding gzip or deflate (`details.acceptedEncodings`), not br, zstd or another coding.',
   },
   CONT_ERR_INGEST_UNAVAILABLE: {
     message: 'the ingest pipeline cannot take events right now',

@@ -1,7 +1,7 @@
 import fastifyCompress from '@fastify/compress';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ContinuityError, isContinuityError } from '../../core/errors.ts';
-import { assertMediaType, createBearerCheck } from '../../core/http.ts';
+import { assertMediaType, codedRequestError, createBearerCheck, REQUEST_CONTENT_CODINGS, unsupportedContentCodingError } from '../../core/http.ts';
 import { parseEvent, type ContinuityEvent, type EventIssue } from '../../schema/index.ts';
 import { decodeOtlpJson, decodeOtlpProtobuf, encodeOtlpResponse, OtlpShapeError, type OtlpLogRecord } from './otlp.ts';
 
@@ -64,9 +64,14 @@ export interface GatewayStats {
  * - `GET /healthz` (process up) and `GET /readyz` (sink ready).
  * Errors are `{ code, message, fix, details }` with the registry's status: 400
  * malformed, 401 missing token, 404 unknown method and path (`CONT_ERR_NOT_FOUND`,
- * also for routes other plugins add under this app), 413 too large, 415 a body
- * of a media type the route does not take (RFC 9110 §15.5.16; the message and
- * `details.accepted` name the ones it does), 503 pipeline down.
+ * also for routes other plugins add under this app), 413 a body over
+ * `maxBodyBytes` once decoded (`CONT_ERR_BODY_TOO_LARGE`, RFC 9110 §15.5.14;
+ * `details.limitBytes`), 415 a body of a media type the route does not take or in
+ * a content coding other than gzip and deflate (`CONT_ERR_UNSUPPORTED_MEDIA`, RFC
+ * 9110 §15.5.16; the message and `details.accepted` or
+ * `details.acceptedEncodings` name what it takes), 503 pipeline down. The mapping
+ * of the framework's own errors is core/http.ts `codedRequestError`, which the
+ * read API under /api uses too.
  */
 export async function createGateway(options: GatewayOptions): Promise<{ app: FastifyInstance; stats: Readonly<GatewayStats> }> {
   const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
@@ -76,8 +81,15 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;
 
   // Request bodies may be gzip/deflate encoded (OTLP exporters compress); the body
-  // limit applies to the decompressed size, so a zip bomb is refused with 413.
-  await app.register(fastifyCompress, { globalCompression: false, globalDecompression: true, requestEncodings: ['gzip', 'deflate'] });
+  // limit applies to the decompressed size, so a zip bomb is refused with 413. The
+  // plugin decodes on every route registered after it, the read API's under /api too;
+  // another coding is the same coded 415 there as here (RFC 9110 §15.5.16).
+  await app.register(fastifyCompress, {
+    globalCompression: false,
+    globalDecompression: true,
+    requestEncodings: [...REQUEST_CONTENT_CODINGS],
+    onUnsupportedRequestEncoding: (encoding) => unsupportedContentCodingError(encoding),
+  });
   app.addContentTypeParser(['application/x-protobuf', 'application/protobuf'], { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
   const notFound = (req: FastifyRequest, reply: FastifyReply): FastifyReply =>
@@ -87,16 +99,8 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     if (isContinuityError(err)) return sendError(reply, err);
     // fastify parses the body before it finds there is no route: a bad body there is still a 404.
     if (req.is404) return notFound(req, reply);
-    const code = (err as FastifyError).code;
-    if (code === 'FST_ERR_CTP_BODY_TOO_LARGE' || (err as FastifyError).statusCode === 413) {
-      return sendError(reply, new ContinuityError('CONT_ERR_BODY_TOO_LARGE', `limit ${maxBodyBytes} bytes`));
-    }
-    if (code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE' || (err as FastifyError).statusCode === 415) {
-      return sendError(reply, new ContinuityError('CONT_ERR_UNSUPPORTED_MEDIA', String((err as Error).message)));
-    }
-    if ((err as FastifyError).statusCode !== undefined && (err as FastifyError).statusCode! < 500) {
-      return sendError(reply, new ContinuityError('CONT_ERR_BAD_REQUEST', (err as Error).message));
-    }
+    const coded = codedRequestError(err, req.routeOptions.bodyLimit);
+    if (coded) return sendError(reply, coded);
     app.log.error(err);
     return reply.status(500).send({ code: 'INTERNAL', message: 'internal error' });
   });

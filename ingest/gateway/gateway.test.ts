@@ -221,8 +221,32 @@ describe('POST /v1/events', () => {
     const big = JSON.stringify([boot({ service: 'too-big', attrs: { blob: 'x'.repeat(20 * 1024 * 1024) } })]);
     const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload: big });
     expect(res.statusCode).toBe(413);
-    expect(res.json().code).toBe('CONT_ERR_BODY_TOO_LARGE');
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_BODY_TOO_LARGE', details: { limitBytes: 10 * 1024 * 1024 } });
     expect(await stored("service = 'too-big'")).toBe(0);
+  });
+
+  it('refuses an OTLP protobuf body over the limit with the same 413 CONT_ERR_BODY_TOO_LARGE (RFC 9110 §15.5.14)', async () => {
+    const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/x-protobuf' }, payload: Buffer.alloc(11 * 1024 * 1024) });
+    expect(res.statusCode).toBe(413);
+    expect(res.json()).toEqual({
+      code: 'CONT_ERR_BODY_TOO_LARGE',
+      message: expect.stringContaining(`${10 * 1024 * 1024} bytes`),
+      fix: expect.any(String),
+      details: { limitBytes: 10 * 1024 * 1024 },
+    });
+  });
+
+  it('answers a content coding it does not decode with 415 naming it (RFC 9110 §15.5.16), on both POST routes', async () => {
+    for (const [path, type] of [['/v1/events', 'application/json'], ['/v1/logs', 'application/json'], ['/v1/logs', 'application/x-protobuf']] as const) {
+      const res = await app.inject({ method: 'POST', url: path, headers: { ...auth, 'content-type': type, 'content-encoding': 'br' }, payload: 'x' });
+      expect(res.statusCode, `${path} ${type}`).toBe(415);
+      expect(res.json()).toEqual({
+        code: 'CONT_ERR_UNSUPPORTED_MEDIA',
+        message: expect.stringMatching(/content coding.*Content-Encoding br\b.*gzip, deflate/),
+        fix: expect.stringContaining('Content-Encoding'),
+        details: { contentEncoding: 'br', acceptedEncodings: ['gzip', 'deflate'] },
+      });
+    }
   });
 
   it('refuses a gzip bomb by its decompressed size', async () => {
