@@ -33,7 +33,7 @@ export const ERROR_CODES = {
     message: 'the ClickHouse store cannot be reached',
     retriable: true,
     httpStatus: 503,
-    fix: 'Check CLICKHOUSE_URL, credentials and that the server is up; for the embedded store check the data directory is writable.',
+    fix: 'With CLICKHOUSE_URL set (a ClickHouse server): check the URL, the credentials and that the server is up. Without it (the embedded store): check the data directory the message names (--data-dir, CONTINUITY_DATA_DIR) is a writable directory on a file system with free space.',
   },
   CONT_ERR_STORE_QUERY: {
     message: 'the store rejected a statement',

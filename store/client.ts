@@ -1,4 +1,4 @@
-import { closeSync, constants, fstatSync, openSync, readdirSync, readlinkSync, readSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { accessSync, closeSync, constants, fstatSync, openSync, readdirSync, readlinkSync, readSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
 import { createClient, type ClickHouseClient } from '@clickhouse/client';
@@ -69,8 +69,11 @@ const FORMAT = /^[A-Za-z][A-Za-z0-9]*$/;
 /**
  * Opens the store described by `config`: a server when `config.clickhouse` is set,
  * otherwise the embedded engine in `config.dataDir`.
- * @throws ContinuityError CONT_ERR_STORE_LOCKED when another process owns the data
- *   directory; CONT_ERR_STORE_UNAVAILABLE when the store cannot be opened or reached.
+ * @throws ContinuityError CONT_ERR_CONFIG when the data directory, or its
+ *   `clickhouse` directory, cannot be created or is not readable and writable (the
+ *   message names it and --data-dir); CONT_ERR_STORE_LOCKED when another process owns
+ *   the data directory; CONT_ERR_STORE_UNAVAILABLE when the store cannot be opened or
+ *   reached (embedded: the message names the data directory).
  */
 export async function openStore(config: Config): Promise<Store> {
   if (config.clickhouse) {
@@ -93,15 +96,20 @@ export async function openStore(config: Config): Promise<Store> {
     }
     return wrap(client, 'server', url);
   }
+  const dbPath = join(config.dataDir, 'clickhouse');
+  // The engine's directory is made (and checked) here, not left to the engine: a
+  // data directory in which nothing can be created (/proc/self, a read-only mount)
+  // otherwise fails inside the engine with only "Failed to create connection".
   try {
     ensureDir(config.dataDir);
+    ensureDir(dbPath);
+    accessSync(dbPath, constants.R_OK | constants.W_OK | constants.X_OK);
   } catch (err) {
     throw new ContinuityError('CONT_ERR_CONFIG', `the data directory ${config.dataDir} cannot be used: ${(err as Error).message} (--data-dir, CONTINUITY_DATA_DIR)`, {
       cause: err,
       details: { dataDir: config.dataDir },
     });
   }
-  const dbPath = join(config.dataDir, 'clickhouse');
   // The engine opens and locks its status file: a FIFO there would hang it for good.
   const status = statusFileKind(join(dbPath, 'status'));
   if (status !== 'file' && status !== 'absent') {
@@ -315,7 +323,11 @@ function storeOpenError(dbPath: string, err: unknown): ContinuityError {
       { cause: err, details: { dataDir: dbPath } },
     );
   }
-  return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${dbPath}: ${(err as Error).message}`, { cause: err });
+  return new ContinuityError(
+    'CONT_ERR_STORE_UNAVAILABLE',
+    `the embedded engine cannot open its data directory ${dbPath}: ${(err as Error).message} (--data-dir, CONTINUITY_DATA_DIR)`,
+    { cause: err, details: { dataDir: dbPath } },
+  );
 }
 
 /**

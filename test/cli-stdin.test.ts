@@ -3,7 +3,7 @@
 // waiting on stdin when the command does not read it (a coded error, not a raw engine
 // message); and a log older than the retention TTL (a warning, not a silent nothing).
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -108,6 +108,18 @@ describe('data directory', () => {
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain('CONT_ERR_CONFIG');
     expect(r.stderr).toContain(file);
+    expect(r.stderr).not.toContain('unexpected error');
+  });
+
+  // /proc/self is a directory, but nothing can be created in it: the engine failed to
+  // open <dir>/clickhouse and the answer was CONT_ERR_STORE_UNAVAILABLE, whose fix
+  // sends an embedded user to check CLICKHOUSE_URL.
+  it.runIf(existsSync('/proc/self'))('answers a --data-dir nothing can be created in (/proc/self) with CONT_ERR_CONFIG naming the directory, not CLICKHOUSE_URL', async () => {
+    const r = await continuity(['query', 'restarts', '--data-dir', '/proc/self'], '', { CLICKHOUSE_URL: undefined });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(/error CONT_ERR_CONFIG: .*data directory \/proc\/self cannot be used/);
+    expect(r.stderr).toContain('--data-dir');
+    expect(r.stderr).not.toContain('CLICKHOUSE_URL');
     expect(r.stderr).not.toContain('unexpected error');
   });
 });
