@@ -9,9 +9,10 @@ export interface LineCounts {
   skipped: number;
   /**
    * What the counts cover: `import`, the import this report follows (`continuity
-   * import`); `store`, every input ever imported into the store, each counted once
-   * (its latest run, by content hash), whatever the report's range, service or
-   * environment: an import run is a file, not a time range (absent: `import`).
+   * import`); `store`, every input ever imported into the store, each content counted
+   * once, whatever the report's range, service or environment: an import run is a
+   * file, not a time range (absent: `import`). See {@link importedLineCounts} for what
+   * counts as the same content.
    */
   scope?: 'import' | 'store';
 }
@@ -76,7 +77,7 @@ function tally(rows: Array<Record<string, unknown>>, key: string, value: string)
 
 /**
  * Builds the report by running the named queries.
- * @param lines import line counts; when omitted they are summed from `import_runs`.
+ * @param lines import line counts; when omitted, the store's ({@link importedLineCounts}).
  * @throws ContinuityError from the store or for bad parameters.
  */
 export async function buildContinuityReport(store: Store, params: ReportParams = {}, lines?: LineCounts): Promise<ContinuityReport> {
@@ -104,7 +105,7 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
       service: String(params.service ?? ''),
       environment: String(params.environment ?? ''),
     },
-    lines: lines ?? (await importedLines(store)),
+    lines: lines ?? (await importedLineCounts(store)),
     restarts: {
       total: restarts.length,
       server: restarts.filter((r) => r.source === 'server').length,
@@ -166,18 +167,58 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
 }
 
 /**
- * The lines of every input imported into the store, each input once: importing the
- * same file again stores nothing twice (deterministic event ids and deduplication
- * tokens), so only its latest run counts.
+ * The lines of every input imported into the store (`import_runs`), each content
+ * once: importing the same lines again stores nothing twice (deterministic event ids
+ * and deduplication tokens), so they are counted once too.
+ *
+ * - The same content (SHA-256 of the decompressed bytes: a file and its gzip are the
+ *   same) counts once, with its latest run's counts.
+ * - A content that a later import extends (a log that grew: the later input begins
+ *   with all of its bytes) does not count: the longer run counts every line of it. A
+ *   log caught in the middle of a line counts the line as it was read when complete.
+ *   Only an earlier, shorter content is recognised (the import computes the prefix
+ *   hashes at the lengths imported before it): a shorter copy imported after the
+ *   longer log counts on its own.
+ * - A corrected file (rejected lines fixed by hand, then imported again) is new
+ *   content, so both runs count: the first with its rejected lines (they stay in
+ *   `dead_letters`), the second with the fixed ones parsed; the lines the two share
+ *   count twice (their events are stored once). Telling a correction from another
+ *   log that shares some lines would take a hash of every line; `import_runs` keeps
+ *   each run's counts and `origin` to read them apart.
+ * - Runs recorded before migration 0009 are known by the hash of their bytes as read;
+ *   a later run of the same bytes matches them, a grown log does not extend them.
+ *
+ * Keys are per kind (an access log and an error log are different inputs, even when
+ * one file is given as both). `skipped` is what is neither parsed nor rejected (blank
+ * lines included: runs do not record them apart).
  */
-async function importedLines(store: Store): Promise<LineCounts> {
+export async function importedLineCounts(store: Store): Promise<LineCounts> {
+  // content: the decompressed hash; for an old run, that of a later run with the same
+  // bytes, else the old hash. A content named in a run's prefix_hashes was extended.
   const [row] = await store.query<{ read: number; parsed: number; rejected: number }>(
     `SELECT sum(latest.1) AS read, sum(latest.2) AS parsed, sum(latest.3) AS rejected
      FROM
      (
          SELECT argMax((lines_read, lines_parsed, lines_rejected), (finished_at, run_id)) AS latest
-         FROM import_runs
-         GROUP BY kind, if(content_hash = '', toString(run_id), content_hash)
+         FROM
+         (
+             SELECT r.kind AS kind, r.run_id AS run_id, r.finished_at AS finished_at,
+                    r.lines_read AS lines_read, r.lines_parsed AS lines_parsed, r.lines_rejected AS lines_rejected,
+                    multiIf(r.decoded_hash != '', r.decoded_hash,
+                            ifNull(m.same_bytes_hash, '') != '', m.same_bytes_hash,
+                            r.content_hash != '', r.content_hash,
+                            toString(r.run_id)) AS content
+             FROM import_runs AS r
+             LEFT JOIN
+             (
+                 SELECT kind, content_hash, any(decoded_hash) AS same_bytes_hash
+                 FROM import_runs
+                 WHERE decoded_hash != '' AND content_hash != ''
+                 GROUP BY kind, content_hash
+             ) AS m ON m.kind = r.kind AND m.content_hash = r.content_hash
+         )
+         WHERE (kind, content) NOT IN (SELECT kind, arrayJoin(prefix_hashes) FROM import_runs)
+         GROUP BY kind, content
      )`,
   );
   const read = num(row?.read);

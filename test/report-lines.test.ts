@@ -1,8 +1,14 @@
+import { createHash } from 'node:crypto';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateCaddyAccessLog } from '../bench/generate-caddy.ts';
 import { importCaddyLogs } from '../collectors/index.ts';
-import { hasherForConfig } from '../core/index.ts';
-import { buildContinuityReport, renderContinuityText } from '../reports/index.ts';
+import { hasherForConfig, type KeyedHasher } from '../core/index.ts';
+import { buildContinuityReport, importedLineCounts, renderContinuityText, type LineCounts } from '../reports/index.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 const CAPTURES = fileURLToPath(new URL('./fixtures/captures/', import.meta.url));
@@ -12,16 +18,41 @@ const RESTART = {
 };
 
 let t: TestStore;
+let hasher: KeyedHasher;
+let dir: string;
+/** 400 generated access lines, each ending in a newline. */
+let generated: string[];
 beforeAll(async () => {
   t = await openTestStore('report_lines');
+  hasher = hasherForConfig(t.config);
+  dir = mkdtempSync(join(tmpdir(), 'continuity-report-lines-'));
+  await generateCaddyAccessLog({ lines: 400, path: join(dir, 'generated.log'), seed: 11 });
+  generated = readFileSync(join(dir, 'generated.log'), 'utf8').split(/(?<=\n)/);
 });
 afterAll(async () => {
   await t?.close();
+  rmSync(dir, { recursive: true, force: true });
 });
+
+/** The lines `continuity report` prints (`buildContinuityReport(store).lines`, without its queries). */
+const storeLines = (): Promise<LineCounts> => importedLineCounts(t.store);
+const importAccess = (path: string, service: string) => importCaddyLogs(t.store, { access: [path], hasher, service });
+
+/** What importing `step` adds to the store's line counts. */
+async function added(step: () => Promise<unknown>): Promise<Omit<LineCounts, 'scope'>> {
+  const before = await storeLines();
+  await step();
+  const after = await storeLines();
+  return {
+    read: after.read - before.read,
+    parsed: after.parsed - before.parsed,
+    rejected: after.rejected - before.rejected,
+    skipped: after.skipped - before.skipped,
+  };
+}
 
 describe('the report’s input lines, read from the store (`continuity report`)', () => {
   it('count each imported file once, however often it was imported (a re-import stores nothing twice)', async () => {
-    const hasher = hasherForConfig(t.config);
     for (let i = 0; i < 3; i++) await importCaddyLogs(t.store, { ...RESTART, hasher, service: 'restart' });
     const [runs] = await t.store.query<{ n: number }>('SELECT count() AS n FROM import_runs');
     expect(runs?.n).toBe(6); // two files, three runs each: the runs are all kept
@@ -34,5 +65,82 @@ describe('the report’s input lines, read from the store (`continuity report`)'
     const r = await buildContinuityReport(t.store, { service: 'restart', t_from: '2026-11-30 04:04:40' });
     expect(r.lines.scope).toBe('store');
     expect(renderContinuityText(r)).toContain('Input (every file imported into the store, each once; not limited to the range)');
+  });
+
+  it('count a gzip of an imported file as that file (its decompressed content is the same)', async () => {
+    const gz = join(dir, 'caddy-access.log.gz');
+    writeFileSync(gz, gzipSync(readFileSync(RESTART.access[0]!)));
+    expect(await added(() => importAccess(gz, 'restart'))).toEqual({ read: 0, parsed: 0, rejected: 0, skipped: 0 });
+    // and the plain file after its gzip
+    expect(await added(() => importAccess(RESTART.access[0]!, 'restart'))).toEqual({ read: 0, parsed: 0, rejected: 0, skipped: 0 });
+  });
+
+  it('count a log that grew between imports once, at its latest length', async () => {
+    const log = join(dir, 'access.log');
+    writeFileSync(log, generated.slice(0, 150).join(''));
+    expect(await added(() => importAccess(log, 'grown'))).toMatchObject({ read: 150, parsed: 150 });
+    appendFileSync(log, generated.slice(150, 300).join(''));
+    // 300 lines now: the first 150 were counted already
+    expect(await added(() => importAccess(log, 'grown'))).toMatchObject({ read: 150, parsed: 150 });
+    // rotated and compressed after 20 more lines: a gzip that grew counts the same way
+    const rotated = join(dir, 'access.log.1.gz');
+    writeFileSync(rotated, gzipSync(generated.slice(0, 320).join('')));
+    expect(await added(() => importAccess(rotated, 'grown'))).toMatchObject({ read: 20, parsed: 20 });
+  });
+
+  it('count a log caught in the middle of a line once, when the line was complete at the next import', async () => {
+    const log = join(dir, 'cut.log');
+    const whole = generated.slice(0, 100).join('');
+    const cut = whole.length - 40; // the 100th line is half written
+    writeFileSync(log, whole.slice(0, cut));
+    expect(await added(() => importAccess(log, 'cut'))).toEqual({ read: 100, parsed: 99, rejected: 1, skipped: 0 });
+    appendFileSync(log, whole.slice(cut));
+    expect(await added(() => importAccess(log, 'cut'))).toEqual({ read: 0, parsed: 1, rejected: -1, skipped: 0 });
+  });
+
+  it('still count both of two logs that only start alike, and a shorter copy imported after the longer one', async () => {
+    const a = join(dir, 'a.log');
+    const b = join(dir, 'b.log');
+    writeFileSync(a, generated.slice(0, 50).join('') + generated.slice(350, 360).join(''));
+    writeFileSync(b, generated.slice(0, 50).join('') + generated.slice(360, 370).join(''));
+    expect(await added(() => importAccess(a, 'alike'))).toMatchObject({ read: 60 });
+    expect(await added(() => importAccess(b, 'alike'))).toMatchObject({ read: 60 });
+    // a prefix is recognised only in the import that extends it (its hash is taken then)
+    const short = join(dir, 'short.log');
+    writeFileSync(short, generated.slice(0, 50).join(''));
+    expect(await added(() => importAccess(short, 'alike'))).toMatchObject({ read: 50 });
+  });
+
+  it('match a run recorded before migration 0009 (hash of the gzip bytes only) with a later import of those bytes', async () => {
+    const gz = join(dir, 'old.log.gz');
+    const bytes = gzipSync(generated.slice(380, 390).join(''));
+    writeFileSync(gz, bytes);
+    const old = {
+      run_id: '00000000-0000-4000-8000-000000000009',
+      kind: 'caddy_access',
+      origin: gz,
+      content_hash: createHash('sha256').update(bytes).digest('hex'),
+      started_at: '2026-01-01 00:00:00.000',
+      finished_at: '2026-01-01 00:00:01.000',
+      lines_read: 10,
+      lines_parsed: 10,
+      lines_rejected: 0,
+      events_written: 10,
+    };
+    expect(await added(() => t.store.insertJsonEachRow('import_runs', JSON.stringify(old)))).toMatchObject({ read: 10 });
+    expect(await added(() => importAccess(gz, 'old'))).toMatchObject({ read: 0 });
+    // the plain file now matches too, through the gzip's later run
+    const plain = join(dir, 'old.log');
+    writeFileSync(plain, generated.slice(380, 390).join(''));
+    expect(await added(() => importAccess(plain, 'old'))).toMatchObject({ read: 0 });
+  });
+
+  it('count a corrected file as another input: both runs count (documented in LineCounts)', async () => {
+    const log = join(dir, 'fixed.log');
+    const lines = generated.slice(370, 380);
+    writeFileSync(log, [...lines.slice(0, 5), 'not json\n', ...lines.slice(5)].join(''));
+    expect(await added(() => importAccess(log, 'fixed'))).toEqual({ read: 11, parsed: 10, rejected: 1, skipped: 0 });
+    writeFileSync(log, [...lines.slice(0, 5), ...lines.slice(5)].join(''));
+    expect(await added(() => importAccess(log, 'fixed'))).toEqual({ read: 10, parsed: 10, rejected: 0, skipped: 0 });
   });
 });

@@ -72,6 +72,18 @@ export interface ImportFileReport {
   bytes_read: number;
   /** SHA-256 of the input's bytes as read, hex (FIPS 180-4). */
   content_hash: string;
+  /** Decompressed bytes (`bytes_read` for plain input). */
+  decoded_bytes: number;
+  /** SHA-256 of the decompressed bytes, hex: a file and its gzip have the same. */
+  decoded_hash: string;
+  /**
+   * `decoded_hash` of each input imported before (into the same store, as the same
+   * kind, or earlier in this import) whose decompressed content is a proper prefix of
+   * this one's: the same log, imported before it grew. The store's line counts leave
+   * those runs out ({@link importCaddyLogs}). From {@link convertCaddyLogs}, only
+   * inputs earlier in the same call are compared.
+   */
+  prefix_hashes: string[];
   lines: LineCounts;
   /** Rows this input produced (proxy_access + auth_challenge). */
   events_written: number;
@@ -128,6 +140,13 @@ interface ImportOutput {
 
 const MAX_REPORTED_REJECTS = 100;
 
+type InputKind = 'access' | 'error';
+
+/** Contents imported before, per input kind: decompressed length → the `decoded_hash`es of that length. */
+type EarlierContents = Map<InputKind, Map<number, Set<string>>>;
+
+const RUN_KIND: Record<InputKind, string> = { access: 'caddy_access', error: 'caddy_error' };
+
 /**
  * Checks that every input can be opened before anything is imported, so a typo in the
  * last path does not leave a partial import behind.
@@ -149,10 +168,14 @@ async function checkInputs(paths: string[]): Promise<void> {
   }
 }
 
-async function runImport(options: CaddyImportOptions, out: ImportOutput): Promise<ImportReport> {
+/**
+ * @param earlier contents imported before, to recognise an input that extends one of
+ *   them (`prefix_hashes`); each input read here is added to it for the inputs after it.
+ */
+async function runImport(options: CaddyImportOptions, out: ImportOutput, earlier: EarlierContents = new Map()): Promise<ImportReport> {
   const maxLineBytes = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   const errors = options.errors ?? [];
-  const inputs: Array<{ path: string; kind: 'access' | 'error' }> = [
+  const inputs: Array<{ path: string; kind: InputKind }> = [
     ...errors.map((path) => ({ path, kind: 'error' as const })),
     ...options.access.map((path) => ({ path, kind: 'access' as const })),
   ];
@@ -192,6 +215,8 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput): Promis
     converter.setFile(file);
     const started = new Date();
     const access = kind === 'access';
+    const before = earlier.get(kind) ?? new Map<number, Set<string>>();
+    earlier.set(kind, before);
     const res = await readLines(
       path,
       {
@@ -203,6 +228,7 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput): Promis
         maxLineBytes,
         stdin: options.stdin,
         contentHash: true,
+        prefixLengths: [...before.keys()],
         onProgress: options.onProgress
           ? (p) => options.onProgress!({ ...p, kind, fileIndex: i, fileCount: inputs.length })
           : undefined,
@@ -212,12 +238,18 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput): Promis
       const w = converter.rejectLine(res.lines + 1, 'read_error', res.readError, 0);
       if (w) await w;
     }
+    const decodedHash = res.decodedHash ?? '';
+    const prefixHashes = [...(res.prefixHashes ?? [])].filter(([length, hash]) => before.get(length)?.has(hash)).map(([, hash]) => hash);
+    if (res.bytesDecoded > 0) before.set(res.bytesDecoded, (before.get(res.bytesDecoded) ?? new Set()).add(decodedHash));
     report.files.push({
       path,
       kind,
       gzip: res.gzip,
       bytes_read: res.bytesRead,
       content_hash: res.contentHash ?? '',
+      decoded_bytes: res.bytesDecoded,
+      decoded_hash: decodedHash,
+      prefix_hashes: prefixHashes,
       // Filled in below, once held rows are released. A read error counts as one (rejected) line.
       lines: { read: res.lines + (res.readError !== undefined ? 1 : 0), parsed: 0, rejected: 0, skipped: 0, blank: res.blank },
       events_written: 0,
@@ -271,6 +303,13 @@ export async function convertCaddyLogs(options: CaddyImportOptions, onRow: (row:
  * error logs' upstream failures; every rejected line goes to `dead_letters` (reason,
  * line number, length — never its content); one `import_runs` row per input.
  *
+ * Each run records the SHA-256 of the input's decompressed content and its length, and
+ * the content hashes of inputs imported before whose content this input's begins with
+ * (`prefix_hashes`: the same log imported before it grew; found by hashing this
+ * input's first L bytes, in the same pass, for each length L imported before). The
+ * store's line counts (`continuity report`) count each content once and leave out
+ * contents a later import extends.
+ *
  * Rules (DESIGN §3, `proxy_access`):
  * - ts = round(Caddy `ts` s × 10⁶) µs; duration_ms = `duration` s × 1000; bytes = `size`.
  * - Session ids (`Mcp-Session-Id` request/response header), principals (`user_id`)
@@ -312,19 +351,24 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
   const failed = (w: BatchWriter): void => {
     if (w.error) throw w.error;
   };
+  const earlier = await earlierContents(store);
   let report: ImportReport;
   try {
-    report = await runImport(options, {
-      row: (row) => events.write(row),
-      reject: (file, line, reason, detail, bytes) =>
-        deadLetters.write(
-          JSON.stringify({ source: 'import', origin: file, position: line, reason, detail, payload: '', payload_bytes: bytes }),
-        ),
-      checkpoint: () => {
-        failed(events);
-        failed(deadLetters);
+    report = await runImport(
+      options,
+      {
+        row: (row) => events.write(row),
+        reject: (file, line, reason, detail, bytes) =>
+          deadLetters.write(
+            JSON.stringify({ source: 'import', origin: file, position: line, reason, detail, payload: '', payload_bytes: bytes }),
+          ),
+        checkpoint: () => {
+          failed(events);
+          failed(deadLetters);
+        },
       },
-    });
+      earlier,
+    );
   } finally {
     await Promise.all([events.shutdown(), deadLetters.shutdown()]);
   }
@@ -334,9 +378,12 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
   const runs = report.files.map((f) =>
     JSON.stringify({
       run_id: randomUUID(),
-      kind: f.kind === 'access' ? 'caddy_access' : 'caddy_error',
+      kind: RUN_KIND[f.kind],
       origin: f.path,
       content_hash: f.content_hash,
+      decoded_bytes: f.decoded_bytes,
+      decoded_hash: f.decoded_hash,
+      prefix_hashes: f.prefix_hashes,
       started_at: clickhouseTime(f.started_at),
       finished_at: clickhouseTime(f.finished_at),
       lines_read: f.lines.read,
@@ -347,6 +394,26 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
   );
   if (runs.length > 0) await store.insertJsonEachRow('import_runs', runs.join('\n'));
   return report;
+}
+
+/** The decompressed contents of earlier imports (length and hash), by kind; runs recorded before migration 0009 have none. */
+async function earlierContents(store: Store): Promise<EarlierContents> {
+  const rows = await store.query<{ kind: string; bytes: number | string; hash: string }>(
+    `SELECT kind, decoded_bytes AS bytes, decoded_hash AS hash
+     FROM import_runs
+     WHERE decoded_bytes > 0 AND decoded_hash != ''
+     GROUP BY kind, decoded_bytes, decoded_hash`,
+  );
+  const earlier: EarlierContents = new Map();
+  for (const r of rows) {
+    const kind = (Object.keys(RUN_KIND) as InputKind[]).find((k) => RUN_KIND[k] === r.kind);
+    if (kind === undefined) continue;
+    const byLength = earlier.get(kind) ?? new Map<number, Set<string>>();
+    earlier.set(kind, byLength);
+    const length = Number(r.bytes);
+    byLength.set(length, (byLength.get(length) ?? new Set()).add(r.hash));
+  }
+  return earlier;
 }
 
 /**

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +21,8 @@ function file(name: string, content: string | Buffer): string {
   writeFileSync(path, content);
   return path;
 }
+
+const sha256 = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex');
 
 async function collect(path: string, options: ReadLinesOptions = {}) {
   const lines: Array<[number, string]> = [];
@@ -122,6 +125,26 @@ describe('readLines', () => {
   it('computes the SHA-256 of the bytes read on request', async () => {
     const { result } = await collect(file('h.log', 'abc'), { contentHash: true });
     expect(result.contentHash).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    expect(result.decodedHash).toBe(result.contentHash);
+  });
+
+  it('hashes a gzip’s compressed bytes (contentHash) and its decompressed bytes (decodedHash)', async () => {
+    const gz = gzipSync('abc');
+    const { result } = await collect(file('h.log.gz', gz), { contentHash: true });
+    expect(result.contentHash).toBe(sha256(gz));
+    expect(result.decodedHash).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+  });
+
+  it('hashes the decompressed prefixes at the lengths asked for, across chunk boundaries, proper prefixes only', async () => {
+    const text = Array.from({ length: 40 }, (_, i) => `line ${i}`).join('\n') + '\n';
+    const lengths = [0, 1, 4, 5, 17, 17, 100, text.length - 1, text.length, text.length + 3];
+    const expected = new Map(lengths.filter((l) => l > 0 && l < text.length).map((l) => [l, sha256(text.slice(0, l))]));
+    const plain = await collect(file('p.log', text), { contentHash: true, prefixLengths: lengths, chunkBytes: 4 });
+    expect(plain.result.prefixHashes).toEqual(expected);
+    expect(plain.result.decodedHash).toBe(sha256(text));
+    const zipped = await collect(file('p.log.gz', gzipSync(text)), { contentHash: true, prefixLengths: lengths, chunkBytes: 3 });
+    expect(zipped.result.prefixHashes).toEqual(expected);
+    expect(zipped.result.decodedHash).toBe(sha256(text));
   });
 
   it('waits for a handler that pushes back', async () => {

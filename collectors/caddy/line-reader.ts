@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
@@ -44,8 +44,17 @@ export interface ReadLinesOptions {
   chunkBytes?: number;
   /** Standard input stream to use for `'-'` (default `process.stdin`). */
   stdin?: NodeJS.ReadableStream;
-  /** Compute `contentHash`, the SHA-256 of the input's bytes as read (compressed bytes for gzip). */
+  /**
+   * Compute `contentHash` (the SHA-256 of the input's bytes as read, compressed bytes
+   * for gzip) and `decodedHash` (of the decompressed bytes).
+   */
   contentHash?: boolean;
+  /**
+   * With `contentHash`: also hash the first L decompressed bytes for each L here
+   * (`prefixHashes`), e.g. the lengths of inputs imported before, to recognise a log
+   * that grew since. Taken in one pass as the bytes go by; nothing is held.
+   */
+  prefixLengths?: readonly number[];
 }
 
 /** What {@link readLines} saw. */
@@ -65,6 +74,13 @@ export interface ReadLinesResult {
   readError: string | undefined;
   /** SHA-256 of the bytes read, hex, when `contentHash` was asked for. */
   contentHash?: string;
+  /** SHA-256 of the decompressed bytes (all `bytesDecoded` of them), hex, when `contentHash` was asked for; equals `contentHash` for plain input. */
+  decodedHash?: string;
+  /**
+   * SHA-256 of the first L decompressed bytes, hex, by L, for each of `prefixLengths`
+   * shorter than the input's decompressed bytes (proper prefixes only).
+   */
+  prefixHashes?: Map<number, string>;
 }
 
 /**
@@ -85,16 +101,10 @@ export interface ReadLinesResult {
 export async function readLines(path: InputPath, handler: LineHandler, options: ReadLinesOptions = {}): Promise<ReadLinesResult> {
   const maxLine = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   if (!(maxLine >= 1)) throw new RangeError('maxLineBytes must be >= 1');
-  const { raw: input, totalBytes, close } = await openRaw(path, options);
-  const hash = options.contentHash ? createHash('sha256') : undefined;
-  const raw: AsyncIterable<Buffer> = hash
-    ? (async function* () {
-        for await (const chunk of input) {
-          hash.update(chunk as Buffer);
-          yield chunk as Buffer;
-        }
-      })()
-    : input;
+  const { raw, totalBytes, close } = await openRaw(path, options);
+  // Plain input: its bytes are the decompressed bytes, hashed once (by `decoded`).
+  const decoded = options.contentHash ? new PrefixHasher(options.prefixLengths ?? []) : undefined;
+  let compressed: Hash | undefined;
   const result: ReadLinesResult = { lines: 0, blank: 0, tooLong: 0, bytesRead: 0, bytesDecoded: 0, gzip: false, readError: undefined };
   const splitter = new LineSplitter(maxLine, handler, result);
   try {
@@ -114,9 +124,9 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
     }
     options.onProgress?.({ path, bytesRead: result.bytesRead, totalBytes });
     result.gzip = head.length >= 2 && head[0] === 0x1f && head[1] === 0x8b;
-    let decoded: AsyncIterable<Buffer>;
+    let text: AsyncIterable<Buffer>;
     if (!result.gzip) {
-      decoded = (async function* () {
+      text = (async function* () {
         if (head.length > 0) yield head;
         if (rawDone) return;
         for (;;) {
@@ -129,14 +139,18 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
         }
       })();
     } else {
+      const hash = options.contentHash ? createHash('sha256') : undefined;
+      compressed = hash;
       const source = Readable.from(
         (async function* () {
+          hash?.update(head);
           yield head;
           if (rawDone) return;
           for (;;) {
             const r = await it.next();
             if (r.done) return;
             const chunk = r.value as Buffer;
+            hash?.update(chunk);
             result.bytesRead += chunk.length;
             options.onProgress?.({ path, bytesRead: result.bytesRead, totalBytes });
             yield chunk;
@@ -146,9 +160,9 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
       );
       const gunzip = createGunzip({ chunkSize: 1 << 18 });
       source.on('error', (err) => gunzip.destroy(err));
-      decoded = source.pipe(gunzip);
+      text = source.pipe(gunzip);
     }
-    const chunks = decoded[Symbol.asyncIterator]();
+    const chunks = text[Symbol.asyncIterator]();
     try {
       for (;;) {
         let next: IteratorResult<Buffer>;
@@ -162,6 +176,7 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
         if (next.done) break;
         const chunk = next.value;
         result.bytesDecoded += chunk.length;
+        decoded?.update(chunk);
         await splitter.push(chunk);
         const done = handler.chunkDone?.();
         if (done) await done;
@@ -170,10 +185,54 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
       await chunks.return?.()?.catch(() => {});
     }
     await splitter.end();
-    if (hash) result.contentHash = hash.digest('hex');
+    if (decoded) {
+      result.decodedHash = decoded.digest();
+      result.contentHash = compressed ? compressed.digest('hex') : result.decodedHash;
+      result.prefixHashes = decoded.prefixes;
+    }
     return result;
   } finally {
     await close();
+  }
+}
+
+/**
+ * SHA-256 of a stream of bytes and of its prefixes at given lengths: at each length
+ * the running hash is copied (`Hash.copy`) and the copy finished, so one pass over the
+ * bytes serves every length and no byte is held.
+ */
+class PrefixHasher {
+  private readonly hash = createHash('sha256');
+  private readonly lengths: number[];
+  private next = 0;
+  private offset = 0;
+  /** Hex digest of the first L bytes, by L; after {@link digest}, only the L shorter than the whole. */
+  readonly prefixes = new Map<number, string>();
+
+  constructor(lengths: readonly number[]) {
+    this.lengths = [...new Set(lengths)].filter((l) => Number.isSafeInteger(l) && l > 0).sort((a, b) => a - b);
+  }
+
+  update(chunk: Buffer): void {
+    let pos = 0;
+    while (this.next < this.lengths.length && this.offset + (chunk.length - pos) >= this.lengths[this.next]!) {
+      const cut = pos + (this.lengths[this.next]! - this.offset);
+      this.hash.update(chunk.subarray(pos, cut));
+      this.offset += cut - pos;
+      pos = cut;
+      this.prefixes.set(this.offset, this.hash.copy().digest('hex'));
+      this.next++;
+    }
+    if (pos < chunk.length) {
+      this.hash.update(chunk.subarray(pos));
+      this.offset += chunk.length - pos;
+    }
+  }
+
+  /** The hash of all bytes, hex; a prefix as long as the whole is not a proper prefix, so it is dropped. */
+  digest(): string {
+    this.prefixes.delete(this.offset);
+    return this.hash.digest('hex');
   }
 }
 
