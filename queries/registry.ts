@@ -342,20 +342,29 @@ export function bindParams(name: string, params: Record<string, unknown>): Recor
   if (unknown.length > 0) {
     throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name} takes no parameter ${unknown.join(', ')}; it takes ${Object.keys(q.paramTypes).join(', ')}`);
   }
+  return parseParams(name, q.params, q.paramTypes, params);
+}
+
+/**
+ * `params` parsed by `schema` (types per `paramTypes`), defaults applied; `label` names
+ * the query in errors.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM listing each problem.
+ */
+function parseParams(label: string, schema: z.ZodObject, paramTypes: Readonly<Record<string, string>>, params: Record<string, unknown>): Record<string, unknown> {
   // A query string repeats a key as an array; only Array parameters take several values.
-  const repeated = Object.keys(params).filter((k) => Array.isArray(params[k]) && !q.paramTypes[k]!.startsWith('Array('));
+  const repeated = Object.keys(params).filter((k) => Array.isArray(params[k]) && !paramTypes[k]!.startsWith('Array('));
   if (repeated.length > 0) {
-    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name}: ${repeated.join(', ')} given more than once; it takes one value`, { details: { issues: repeated.map((k) => `${k}: given more than once`) } });
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${label}: ${repeated.join(', ')} given more than once; it takes one value`, { details: { issues: repeated.map((k) => `${k}: given more than once`) } });
   }
-  const parsed = q.params.safeParse(params);
+  const parsed = schema.safeParse(params);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
-    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name}: ${issues.join('; ')}`, { details: { issues } });
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${label}: ${issues.join('; ')}`, { details: { issues } });
   }
   const data = parsed.data as Record<string, unknown>;
   // Both are 'YYYY-MM-DD hh:mm:ss.ffffff' (UTC) after parsing, so text order is time order.
   if (String(data.t_from) >= String(data.t_to)) {
-    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${name}: t_from (${data.t_from}) must be before t_to (${data.t_to})`);
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${label}: t_from (${data.t_from}) must be before t_to (${data.t_to})`);
   }
   return data;
 }
@@ -386,6 +395,100 @@ export async function resolveEndpointPaths(store: Store, bound: Record<string, u
   return row?.paths ?? [];
 }
 let endpointSql: string | undefined;
+
+/**
+ * What {@link checkMcpPaths} found: do the configured MCP endpoint paths match the
+ * proxy log? Paths are URL paths as the proxy logged them.
+ */
+export interface McpPathsCheck {
+  /** The configured paths (`mcp_paths`, by default CONTINUITY_MCP_PATHS), as given. */
+  readonly configured: readonly string[];
+  /** Configured paths with at least one proxy line in the range and scope (discovery probes aside). */
+  readonly matched: readonly string[];
+  /** Configured paths with no proxy line there. */
+  readonly unmatched: readonly string[];
+  /**
+   * Paths the inference would take as the MCP endpoint without `mcp_paths`
+   * (proxy_endpoints.sql) that are not configured: the most lines with MCP session
+   * headers first, at most 5.
+   */
+  readonly endpoints: readonly string[];
+  /** How many such paths in all (≥ `endpoints.length`). */
+  readonly endpoint_count: number;
+  /**
+   * `none_match`: no configured path matches a proxy line while the log shows an MCP
+   * endpoint elsewhere, so every proxy-derived number is 0 because of the setting;
+   * `some_unmatched`: some configured paths match nothing, the others match;
+   * `ok`: every configured path matches, or the range holds no MCP traffic at all.
+   */
+  readonly verdict: 'ok' | 'none_match' | 'some_unmatched';
+  /** The warning for the reader, naming the configured paths and the endpoint the log shows; null when `verdict` is `ok`. */
+  readonly warning: string | null;
+}
+
+/**
+ * Checks the configured MCP endpoint paths (`mcp_paths`) against the proxy log, so
+ * that a wrong CONTINUITY_MCP_PATHS (`/mcp/` where the proxy logged `/mcp`) is said
+ * aloud instead of reading as a clean range. The rule is DESIGN §4's endpoint
+ * (fragment `proxy_endpoints`: every path on which a request carried Mcp-Session-Id
+ * or Mcp-Protocol-Version or a response minted a session, unless `mcp_paths` names
+ * the paths; never a discovery probe), and DESIGN §5: bad input never passes silently.
+ *
+ * One query (queries/sql/checks/mcp_paths.sql) over `params`' range, service and
+ * environment; none when `mcp_paths` is empty (the endpoint is inferred, so it
+ * cannot miss). Other keys of `params` are ignored, so a report's parameters can be
+ * passed as they are.
+ *
+ * @param params the common parameters (CommonParams: t_from, t_to, service,
+ *   environment, mcp_paths), raw (as a caller gives them) or bound.
+ * @param where where the lines were looked for, for the warning ("in this range").
+ * @returns null when `mcp_paths` is empty, else the check.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
+ */
+export async function checkMcpPaths(store: Store, params: Record<string, unknown>, where = 'in this range'): Promise<McpPathsCheck | null> {
+  const given = Object.fromEntries(Object.keys(commonTypes).filter((k) => params[k] !== undefined).map((k) => [k, params[k]]));
+  const bound = parseParams('mcp_paths check', CommonParams, commonTypes, given);
+  const configured = bound.mcp_paths as string[];
+  if (configured.length === 0) return null;
+  mcpPathsSql ??= readSql('checks/mcp_paths');
+  const [row] = await store.query<{ matched: string[]; endpoints: string[]; endpoint_count: number | string }>(mcpPathsSql, bound);
+  const found = new Set(row?.matched ?? []);
+  const matched = configured.filter((p) => found.has(p));
+  const unmatched = configured.filter((p) => !found.has(p));
+  const endpoints = row?.endpoints ?? [];
+  const endpointCount = Number(row?.endpoint_count ?? 0);
+  const verdict = matched.length === 0 ? (endpointCount > 0 ? 'none_match' : 'ok') : unmatched.length > 0 ? 'some_unmatched' : 'ok';
+  const check = { configured, matched, unmatched, endpoints, endpoint_count: endpointCount, verdict } as const;
+  return { ...check, warning: mcpPathsWarning(check, where) };
+}
+let mcpPathsSql: string | undefined;
+
+function mcpPathsWarning(c: Omit<McpPathsCheck, 'warning'>, where: string): string | null {
+  const more = c.endpoint_count > c.endpoints.length ? ` (and ${c.endpoint_count - c.endpoints.length} more path(s) with MCP session headers)` : '';
+  if (c.verdict === 'none_match') {
+    return (
+      `CONTINUITY_MCP_PATHS (${sayPaths(c.configured)}) matches no proxy line ${where}; the proxy log's MCP endpoint looks like ${sayPaths(c.endpoints)}${more}. ` +
+      'The proxy-derived numbers count nothing: correct CONTINUITY_MCP_PATHS (or the mcp_paths parameter), or leave it unset to infer the endpoint.'
+    );
+  }
+  if (c.verdict === 'some_unmatched') {
+    const verb = (paths: readonly string[], one: string, several: string) => (paths.length === 1 ? one : several);
+    return (
+      `CONTINUITY_MCP_PATHS: ${sayPaths(c.unmatched)} ${verb(c.unmatched, 'matches', 'match')} no proxy line ${where} (${sayPaths(c.matched)} ${verb(c.matched, 'does', 'do')}); ` +
+      `the proxy-derived numbers count only ${sayPaths(c.matched)}.` +
+      (c.endpoints.length ? ` The proxy log also shows MCP session headers on ${sayPaths(c.endpoints)}${more}, not counted.` : '')
+    );
+  }
+  return null;
+}
+
+/** Paths for a sentence: plain when printable, JSON-quoted otherwise, each cut at 100 characters (they come from the proxy log). */
+function sayPaths(paths: readonly string[]): string {
+  return paths
+    .map((p) => (p.length > 100 ? `${p.slice(0, 100)}…` : p))
+    .map((p) => (/^[\x21-\x7e]+$/.test(p) ? p : JSON.stringify(p)))
+    .join(', ');
+}
 
 /**
  * Runs a named query with bound parameters.

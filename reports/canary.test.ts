@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../core/errors.ts';
 import { authDeploy, failingDeploy, failingThirdBoot, firstBootDeploy, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy, staleBeforeDeploy } from '../test/fixtures/canary-scenarios.ts';
-import { insertEvents } from '../test/fixtures/proxy-scenario.ts';
+import { insertEvents, proxyEvents, repeat } from '../test/fixtures/proxy-scenario.ts';
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
 import { clopperPearsonLower } from './bounds.ts';
@@ -20,6 +20,15 @@ beforeAll(async () => {
   quiet.boot(0, 'v1');
   quiet.session('quiet-A', 1, 3);
   quiet.boot(7200, 'v2');
+  // a server restart whose boots are the only server events; the requests are in the proxy log (on /mcp)
+  const bootsOnly = new ServerScenario('bootsonly');
+  bootsOnly.boot(0, 'v1');
+  bootsOnly.boot(27, 'v2');
+  const bootsOnlyProxy = proxyEvents([
+    { at: 1, status: 200, minted: 'bootsonly-A' },
+    ...repeat(20, 2, 1, (at) => ({ at, status: 200, sid: 'bootsonly-A' })),
+    ...repeat(10, 28, 1, (at) => ({ at, status: 200, sid: 'bootsonly-A' })),
+  ]).map((e) => ({ ...e, service: 'bootsonly' }));
   // two services restarting at the same microsecond, after every other deploy here
   const tiedDeploys = ['zeta', 'mid'].flatMap((svc) => {
     const s = new ServerScenario(svc);
@@ -29,7 +38,7 @@ beforeAll(async () => {
     }
     return s.events;
   });
-  await insertEvents(t.store, [...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...overlappingDeploy(), ...firstBootDeploy(), ...staleBeforeDeploy()]);
+  await insertEvents(t.store, [...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...bootsOnly.events, ...bootsOnlyProxy, ...overlappingDeploy(), ...firstBootDeploy(), ...staleBeforeDeploy()]);
 });
 afterAll(async () => {
   await t?.close();
@@ -214,6 +223,49 @@ describe('a deploy seen only by the proxy (S13 without server events)', () => {
     expect(r).toMatchObject({ verdict: 'fail', exit_code: 1, counts: { not_evaluated: 1 } });
     expect(r.bounds[1]).toMatchObject({ source: 'proxy', successes: 7, trials: 19 });
     expect(r.notes.join(' ')).toMatch(/proxy evidence only/);
+  });
+});
+
+describe('configured MCP endpoint paths that match no proxy line (CONTINUITY_MCP_PATHS)', () => {
+  const WARNING =
+    "the proxy log's MCP endpoint looks like /mcp. The proxy-derived numbers count nothing: correct CONTINUITY_MCP_PATHS (or the mcp_paths parameter), or leave it unset to infer the endpoint.";
+
+  it('proxy evidence only: cannot evaluate (exit 2), saying why in the reason and the first note, and where to look', async () => {
+    const r = await canary('proxyonly', 'latest', { mcpPaths: ['/mcp/'] });
+    expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: null });
+    expect(r.reason).toBe(
+      'no restart found for service "proxyonly": no server boot follows an earlier boot, and the proxy log was not read: CONTINUITY_MCP_PATHS matches none of its lines (see the notes)',
+    );
+    expect(r.notes[0]).toBe(`CONTINUITY_MCP_PATHS (/mcp/) matches no proxy line in the store for service "proxyonly"; ${WARNING}`);
+    expect(r.next[0]!.command).toBe('continuity query restarts --param service=proxyonly --param mcp_paths=/mcp');
+    expect(renderCanaryMarkdown(r)).toContain('## Notes\n\n- CONTINUITY\\_MCP\\_PATHS (/mcp/) matches no proxy line');
+  });
+
+  it('a server restart with no server arrivals: cannot evaluate, rather than pass on no evidence', async () => {
+    expect((await canary('bootsonly')).verdict).not.toBe('cannot_evaluate'); // the proxy log holds the evidence
+    const r = await canary('bootsonly', 'latest', { mcpPaths: ['/mcp/'] });
+    expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: { boot_id: 'boot-bootsonly-27' } });
+    expect(r.reason).toMatch(/^CONTINUITY_MCP_PATHS matches no proxy line in the deploy window \S+ \.\. \S+ \(see the notes\) and the window holds no server arrivals: no evidence to judge this deploy on$/);
+    expect(r.notes[0]).toBe(`CONTINUITY_MCP_PATHS (/mcp/) matches no proxy line in the deploy window; ${WARNING}`);
+  });
+
+  it('with server evidence: judged on it, the proxy gate not evaluated and saying why, the warning the first note', async () => {
+    const right = await canary('pass');
+    const r = await canary('pass', 'latest', { mcpPaths: ['/mcp/'] });
+    expect(r).toMatchObject({ verdict: 'pass', exit_code: 0, counts: { passed: 4, failed: 0, not_evaluated: 1 } });
+    expect(gate(r, 'proxy_5xx_in_gap')).toMatchObject({ verdict: 'not_evaluated', value: null });
+    expect(gate(r, 'proxy_5xx_in_gap').summary).toMatch(/^no proxy line in the deploy window is on the configured MCP endpoint paths \(CONTINUITY_MCP_PATHS; see the notes\)/);
+    expect(r.gates.slice(1)).toEqual(right.gates.slice(1).map((g) => ({ ...g, queries: g.queries.map((q) => ({ ...q, params: { ...q.params, mcp_paths: '/mcp/' } })) })));
+    expect(r.notes[0]).toBe(`CONTINUITY_MCP_PATHS (/mcp/) matches no proxy line in the deploy window; ${WARNING}`);
+    expect(r.notes.join(' ')).not.toMatch(/No proxy access lines in the deploy window/);
+  });
+
+  it('some configured paths match: judged as without the others, with a milder note', async () => {
+    const right = await canary('proxyonly', 'latest', { mcpPaths: ['/mcp'] });
+    const r = await canary('proxyonly', 'latest', { mcpPaths: ['/v2/mcp', '/mcp'] });
+    expect(r.gates.map((g) => [g.id, g.value, g.verdict])).toEqual(right.gates.map((g) => [g.id, g.value, g.verdict]));
+    expect(r.notes[0]).toBe('CONTINUITY_MCP_PATHS: /v2/mcp matches no proxy line in the deploy window (/mcp does); the proxy-derived numbers count only /mcp.');
+    expect(right.notes.join(' ')).not.toMatch(/CONTINUITY_MCP_PATHS/);
   });
 });
 

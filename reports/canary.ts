@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { runQuery } from '../queries/index.ts';
+import { checkMcpPaths, runQuery, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -408,6 +408,16 @@ const EPOCH = 0;
  * A deploy that cannot be resolved, or a deploy window without a single request,
  * gives `cannot_evaluate` (exit code 2) with the reason; nothing is thrown for those.
  *
+ * Configured MCP endpoint paths (`mcpPaths`, CONTINUITY_MCP_PATHS) are checked
+ * against the proxy log ({@link checkMcpPaths}, one query): over the deploy window,
+ * or over the whole scope when no restart is found. A path that matches nothing is
+ * the first note. When no configured path matches a proxy line of the deploy window
+ * while the log shows the MCP endpoint elsewhere, the proxy evidence is 0 because of
+ * the setting, not because the deploy was clean: without server arrivals in the
+ * window the report is `cannot_evaluate` (exit 2: a pass would judge a deploy no
+ * one looked at); with them the gates are evaluated on the server evidence, and
+ * gate 1 (proxy-generated 5xx, proxy evidence only) is not evaluated and says why.
+ *
  * @throws ContinuityError from the store (CONT_ERR_STORE_*) or for bad query parameters.
  */
 export async function buildCanaryReport(store: Store, options: CanaryOptions): Promise<CanaryReport> {
@@ -421,6 +431,20 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   const windowS = options.remintWindowS ?? 10;
   const notes: string[] = [];
   const requested = options.deploy.trim();
+  const extraNext: NextStep[] = [];
+  // The configured endpoint paths against the proxy log (one query, only when configured):
+  // the warning is the first note, and the restarts on the endpoint the log shows are a next step.
+  const checkPaths = async (params: Record<string, string | number>, where: string): Promise<McpPathsCheck | null> => {
+    const check = await checkMcpPaths(store, params, where);
+    if (check?.warning) notes.unshift(check.warning);
+    if (check?.verdict === 'none_match' && !check.endpoints.some((path) => path.includes(','))) {
+      extraNext.push({
+        why: 'The restarts on the path(s) the proxy log shows as the MCP endpoint (then correct CONTINUITY_MCP_PATHS)',
+        command: cmd('restarts', { ...common, mcp_paths: check.endpoints.join(',') }),
+      });
+    }
+    return check;
+  };
 
   const cannot = (reason: string, deploy: DeployInfo | null = null, window: CanaryReport['window'] = null, baseline: TimeRange | null = null): CanaryReport => ({
     verdict: 'cannot_evaluate',
@@ -435,6 +459,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     counts: { passed: 0, failed: 0, not_evaluated: 0 },
     bounds: [],
     next: [
+      ...extraNext,
       { why: 'List the restarts the store holds (release, boot_id, evidence) to pick a deploy', command: cmd('restarts', common) },
       { why: 'See what the store holds overall', command: `continuity report${scope.service ? ` --service ${shellQuote(scope.service)}` : ''}` },
     ],
@@ -452,8 +477,13 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     notes.push(`The store holds restarts of several services (${services.join(', ')}) and no --service was given: the gates count events of all of them.`);
   }
   if (restarts.length === 0) {
+    const forService = scope.service ? ` for service ${JSON.stringify(scope.service)}` : '';
+    const paths = await checkPaths(common, `in the store${forService}`);
     return cannot(
-      `no restart found${scope.service ? ` for service ${JSON.stringify(scope.service)}` : ''}: no server boot follows an earlier boot, and the proxy log shows no restart (no events for any deploy)`,
+      `no restart found${forService}: no server boot follows an earlier boot, and ` +
+        (paths?.verdict === 'none_match'
+          ? 'the proxy log was not read: CONTINUITY_MCP_PATHS matches none of its lines (see the notes)'
+          : 'the proxy log shows no restart (no events for any deploy)'),
     );
   }
   const serverRows = restarts.filter((r) => r.source === 'server');
@@ -511,7 +541,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
 
   // -- evidence, all through named queries --------------------------------------
   const read = async (name: string, params: Record<string, string | number>): Promise<Read> => ({ rows: await runQuery(store, name, params), q: { name, params } });
-  const [trafficW, trafficB, settleW, settleB, settleL, proxyErrW, refusedL, contW, contL, authW, authB] = await Promise.all([
+  const [trafficW, trafficB, settleW, settleB, settleL, proxyErrW, refusedL, contW, contL, authW, authB, mcpPaths] = await Promise.all([
     read('proxy_traffic', p(W)),
     read('proxy_traffic', p(B)),
     read('settlements', p(W)),
@@ -523,6 +553,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     read('session_continuity', p(L, win)),
     read('auth_challenges', p(W)),
     read('auth_challenges', p(B)),
+    checkPaths(p(W), 'in the deploy window'),
   ]);
   const e: Evidence = {
     deploy,
@@ -541,7 +572,18 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     contL,
     authW,
     authB,
+    mcpPaths,
   };
+  const pathsMissed = mcpPaths?.verdict === 'none_match';
+  if (pathsMissed && !e.serverEvidence) {
+    // Proxy gates on no proxy evidence would pass a deploy nobody looked at.
+    return cannot(
+      `CONTINUITY_MCP_PATHS matches no proxy line in the deploy window ${W.from} .. ${W.to} (see the notes) and the window holds no server arrivals: no evidence to judge this deploy on`,
+      deploy,
+      window,
+      B,
+    );
+  }
   if (e.proxyRequestsW === 0 && !e.serverEvidence) {
     return cannot(
       `no requests recorded in the deploy window ${W.from} .. ${W.to} (neither server arrivals nor proxy access lines): nothing to evaluate for this deploy`,
@@ -551,7 +593,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     );
   }
   if (!e.serverEvidence) notes.push('No server events in the deploy window: gates and bounds use proxy evidence only (inferred restarts, refused misses and re-mints).');
-  if (e.proxyRequestsW === 0) notes.push('No proxy access lines in the deploy window: the restart gap as clients saw it is not observed.');
+  if (e.proxyRequestsW === 0 && !pathsMissed) notes.push('No proxy access lines in the deploy window: the restart gap as clients saw it is not observed.');
   if ((e.serverEvidence ? sum(e.settleB.rows, 'arrivals') : sum(e.trafficB.rows, 'requests')) === 0) {
     notes.push(`No ${e.serverEvidence ? 'server arrivals' : 'proxy requests'} in the baseline: the invalid_token baseline rate is taken as 0.`);
   }
@@ -579,7 +621,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     gates: results,
     counts,
     bounds,
-    next: nextSteps(results, bounds, { W, B, L, common, win, scope }),
+    next: [...extraNext, ...nextSteps(results, bounds, { W, B, L, common, win, scope })],
     notes,
   };
 }
@@ -613,6 +655,8 @@ interface Evidence {
   readonly contL: Read;
   readonly authW: Read;
   readonly authB: Read;
+  /** The configured MCP endpoint paths against the proxy lines of W; null when none are configured. */
+  readonly mcpPaths: McpPathsCheck | null;
 }
 
 /** What a gate measured; {@link finishGate} adds its identity and threshold. */
@@ -656,7 +700,9 @@ function measureProxy5xx(e: Evidence, gates: GatesConfig): Measured {
       ? `${value} proxy-generated 5xx (${sum(rows, 'proxy_5xx_post')} POST, ${sum(rows, 'proxy_5xx_get')} GET) in ${rows.length} gap(s)` +
         (rows.length ? `, longest ${Math.max(...rows.map((r) => num(r.gap_s)))} s` : '') +
         ` among ${proxyRequestsW} proxy request(s) in the deploy window`
-      : 'no proxy access lines in the deploy window: import the proxy log to see what clients got while the upstream was down',
+      : e.mcpPaths?.verdict === 'none_match'
+        ? 'no proxy line in the deploy window is on the configured MCP endpoint paths (CONTINUITY_MCP_PATHS; see the notes): the proxy log was not read'
+        : 'no proxy access lines in the deploy window: import the proxy log to see what clients got while the upstream was down',
     numbers: {
       proxy_generated_5xx: evaluable ? value : null,
       post: sum(rows, 'proxy_5xx_post'),

@@ -1,4 +1,4 @@
-import { runQuery } from '../queries/index.ts';
+import { checkMcpPaths, runQuery, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 
 /** Lines read by the import(s) the report covers. */
@@ -60,7 +60,17 @@ export interface ContinuityReport {
     other: number;
     by_verdict: Record<string, number>;
   };
-  /** Plain-language findings for the on-call reader, most important first. */
+  /**
+   * The configured MCP endpoint paths (`mcp_paths`, CONTINUITY_MCP_PATHS) against the
+   * proxy log in the range (queries/registry.ts checkMcpPaths); null when none are
+   * configured (the endpoint is inferred). Its `warning`, when set, is the first finding.
+   */
+  mcp_paths: McpPathsCheck | null;
+  /**
+   * Plain-language findings for the on-call reader, most important first. A
+   * configured endpoint path that matches no proxy line comes first, and when none
+   * matches the report never says that no problem was found: it did not look.
+   */
   findings: string[];
 }
 
@@ -83,7 +93,7 @@ function tally(rows: Array<Record<string, unknown>>, key: string, value: string)
 export async function buildContinuityReport(store: Store, params: ReportParams = {}, lines?: LineCounts): Promise<ContinuityReport> {
   const windowParams = { ...params };
   const common = Object.fromEntries(Object.entries(params).filter(([k]) => ['t_from', 't_to', 'service', 'environment', 'mcp_paths'].includes(k)));
-  const [restarts, proxyErrors, refused, pairs, continuity, auth, settlements] = await Promise.all([
+  const [restarts, proxyErrors, refused, pairs, continuity, auth, settlements, mcpPaths] = await Promise.all([
     runQuery(store, 'restarts', common),
     runQuery(store, 'proxy_errors', common),
     runQuery(store, 'refused_misses', pick(windowParams, 'window_s')),
@@ -91,6 +101,8 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
     runQuery(store, 'session_continuity', pick(windowParams, 'window_s')),
     runQuery(store, 'auth_challenges', pick(windowParams, 'auth_window_s', 'loop_min')),
     runQuery(store, 'settlements', common),
+    // last, so that for a bad parameter the named query's error is the one reported
+    checkMcpPaths(store, common),
   ]);
   function pick(p: ReportParams, ...extra: string[]): ReportParams {
     return { ...common, ...Object.fromEntries(Object.entries(p).filter(([k]) => extra.includes(k))) };
@@ -160,6 +172,7 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
       other: classes.other ?? 0,
       by_verdict: tally(auth, 'verdict', 'challenges'),
     },
+    mcp_paths: mcpPaths,
     findings: [],
   };
   report.findings = findings(report);
@@ -229,6 +242,7 @@ export async function importedLineCounts(store: Store): Promise<LineCounts> {
 
 function findings(r: ContinuityReport): string[] {
   const out: string[] = [];
+  const paths = r.mcp_paths;
   const unrecovered = r.sessions.by_ua_family.filter((row) => num(row.unrecovered_stale) > 0);
   if (r.sessions.unrecovered_stale > 0) {
     const who = unrecovered.map((row) => `${num(row.unrecovered_stale)} from ${String(row.ua_family) || 'unknown client'}`).join(', ');
@@ -267,6 +281,7 @@ function findings(r: ContinuityReport): string[] {
     out.push(`${r.sessions.abandoned_after_failure} session(s) ended on a failure with no re-initialize from the same client.`);
   }
   if (r.remint_pairs.orphaned > 0) out.push(`${r.remint_pairs.orphaned} replacement session(s) were never adopted by the client.`);
-  if (out.length === 0) out.push('No continuity problems found in this range.');
-  return out;
+  // With no configured path in the log, the proxy-derived sections looked at nothing.
+  if (out.length === 0 && paths?.verdict !== 'none_match') out.push('No continuity problems found in this range.');
+  return paths?.warning ? [paths.warning, ...out] : out;
 }

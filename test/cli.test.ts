@@ -196,7 +196,17 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
     expect(misses(await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, [...query, '--param', 'mcp_paths=/mcp']))).toBe(25);
     const report = await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, ['report', '--json']);
     expect(report.code, report.stderr).toBe(0);
-    expect(JSON.parse(report.stdout).refused_misses.total).toBe(0);
+    const judged = JSON.parse(report.stdout) as { refused_misses: { total: number }; findings: string[] };
+    expect(judged.refused_misses.total).toBe(0);
+    // …and the report says why, instead of finding no problem
+    expect(judged.findings[0]).toMatch(/^CONTINUITY_MCP_PATHS \(\/elsewhere\) matches no proxy line in this range; the proxy log's MCP endpoint looks like \/mcp\. /);
+    expect(judged.findings).not.toContain('No continuity problems found in this range.');
+    // the canary has no other evidence (the capture is a proxy log): it cannot evaluate, and says why
+    const canary = await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, ['canary', '--deploy', 'latest', '--format', 'json']);
+    expect(canary.code, canary.stderr).toBe(2);
+    const verdict = JSON.parse(canary.stdout) as { reason: string; notes: string[] };
+    expect(verdict.reason).toMatch(/CONTINUITY_MCP_PATHS matches none of its lines \(see the notes\)$/);
+    expect(verdict.notes[0]).toMatch(/^CONTINUITY_MCP_PATHS \(\/elsewhere\) matches no proxy line in the store; the proxy log's MCP endpoint looks like \/mcp\. /);
     const bad = await withEnv({ CONTINUITY_REMINT_WINDOW_S: '-1' }, ['report']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('CONT_ERR_CONFIG');

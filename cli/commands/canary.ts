@@ -38,7 +38,8 @@ shutdown or last 2xx) to --after past the boot; the baseline is as long, just be
 Bounds: one-sided 95% Clopper–Pearson lower bounds on the share of sessions that kept
 working and of requests that succeeded, with the clean observations still needed for 99%.
 
-Exit codes: 0 pass, 1 fail, 2 cannot evaluate (unknown deploy, no events, bad flags or gates file).`;
+Exit codes: 0 pass, 1 fail, 2 cannot evaluate (unknown deploy, no events, bad flags or gates file,
+or CONTINUITY_MCP_PATHS matching no proxy line of the deploy window with no server events in it).`;
 
 /**
  * `continuity canary --deploy <release|boot_id|latest> [--after 15m] [--baseline <duration>]
