@@ -136,4 +136,14 @@ describe('cap_pressure', () => {
     expect(sql).toMatch(/WHERE event_type IN \('cap_snapshot', 'session_lifecycle'\)/);
     expect(sql).not.toMatch(/proxy_requests|proxy_restarts|server_boots|server_refused/);
   });
+
+  // last: a service of its own, which the "every service" case above does not expect
+  it('counts a victim idle exactly active_s as not active, to the microsecond', async () => {
+    // 2.007 * 1000 is 2007.0000000000002 in float ms: the victim idle 2007 ms was counted active
+    const e = new ServerScenario('cap-edge', { principal: 'user-E' });
+    e.lifecycle(70, 'E1', 'evicted', { cap_kind: 'live', live_count: 4, live_cap: 4, victim_idle_ms: 2007 });
+    e.lifecycle(71, 'E2', 'evicted', { cap_kind: 'live', live_count: 4, live_cap: 4, victim_idle_ms: 2006.999 });
+    await insertEvents(t.store, e.events);
+    expect(await run({ service: 'cap-edge', active_s: 2.007 })).toEqual([expect.objectContaining({ evictions: 2, evicted_active: 1 })]);
+  });
 });

@@ -5,6 +5,8 @@
 --               and not on an established session (that one is lost, below)
 --   benign:     the same client (proxy: address + user agent; server: user agent
 --               + principal) or session got a 2xx within auth_window_s after
+--               (its end included, to the microsecond: the float seconds are
+--               compared as whole microseconds, as in refused_misses.sql)
 --   lost:       an established session (it had a 2xx before) that never
 --               succeeds again in the range
 --   unresolved: none of the above
@@ -176,8 +178,8 @@ judged AS
         c.skh != 0 AND ss.skh != 0 AND ss.last_ok > c.t AS session_ok_after,
         multiIf(
             pc.n >= {loop_min:UInt32} AND NOT (cf.clienth != 0 AND cf.first_ok <= pc.last_t) AND NOT session_ok_before, 'loop',
-            (cn.clienth != 0 AND if(cn.at = c.t, cn.next_same, cn.next_later) <= c.t + {auth_window_s:Float64})
-                OR (session_ok_after AND if(sn.at = c.t, sn.next_same, sn.next_later) <= c.t + {auth_window_s:Float64}), 'benign',
+            (cn.clienth != 0 AND round((if(cn.at = c.t, cn.next_same, cn.next_later) - c.t) * 1e6) <= round({auth_window_s:Float64} * 1e6))
+                OR (session_ok_after AND round((if(sn.at = c.t, sn.next_same, sn.next_later) - c.t) * 1e6) <= round({auth_window_s:Float64} * 1e6)), 'benign',
             session_ok_before AND NOT session_ok_after, 'lost',
             'unresolved') AS verdict
     FROM challenges AS c

@@ -10,7 +10,11 @@
 --   evicted_*             evictions of this principal's records by cap kind
 --   evicted_active        evictions whose victim was active within active_s
 --                         (idle less than active_s, or requests in flight): a
---                         live chat lost its session to make room
+--                         live chat lost its session to make room. Compared in
+--                         whole microseconds: idle exactly active_s is not
+--                         active (active_s * 1000 in float ms is not exact:
+--                         2.007 s gave 2007.0000000000002 ms, and a victim idle
+--                         2007 ms was counted)
 --   global_*              the service's global count and cap: the instance with
 --                         the least headroom, from its latest report
 -- A principal whose events report no cap and no eviction (e.g. only an expiry)
@@ -42,7 +46,7 @@ per_principal AS
         uniqExactIf(event_id, action = 'evicted' AND cap_kind = 'live') AS p_evicted_live,
         uniqExactIf(event_id, action = 'evicted' AND cap_kind = 'durable') AS p_evicted_durable,
         uniqExactIf(event_id, action = 'evicted' AND cap_kind = 'global') AS p_evicted_global,
-        uniqExactIf(event_id, action = 'evicted' AND (victim_idle_ms < {active_s:Float64} * 1000 OR victim_in_flight > 0)) AS p_evicted_active
+        uniqExactIf(event_id, action = 'evicted' AND (round(victim_idle_ms * 1000) < round({active_s:Float64} * 1e6) OR victim_in_flight > 0)) AS p_evicted_active
     FROM cap
     GROUP BY service, principal_key
     -- a principal appears once something about its caps is known

@@ -1,6 +1,15 @@
 -- refused_misses: refused misses per boot, by reason, status and method, with
 -- what the same session did next (initialize: the client re-initialized within
 -- window_s; same_session_again: it reused the refused id; nothing).
+-- "Within window_s" includes its end and is exact to the microsecond (the events'
+-- precision): an initialize exactly window_s after the miss is within it, one
+-- microsecond later is not. The float seconds (t = µs / 1e6) are compared as
+-- whole microseconds, round((later - earlier) * 1e6) <= round(window_s * 1e6):
+-- before 2106 (2^32 s) each t is within 0.24 µs of its µs, so a difference is
+-- within 0.48 µs and rounds to the exact µs. `later <= earlier + window_s` in
+-- float seconds was not exact: an initialize 0.001 s after a miss in 2026 was
+-- judged outside for about a third of the misses' microseconds (a whole number
+-- of seconds only across 2^31 s).
 -- Server-recorded misses carry the server's reason and boot. A proxy-logged miss
 -- is kept only when no server recorded the same one (same session key within 2 s):
 -- its reason is inferred (unknown_after_boot when the session had a 2xx before,
@@ -43,7 +52,7 @@ proxy AS
            m.ok_in_range AS ok_in_range,
            multiIf(
                -- the first initialize at or after the miss is the earliest witness
-               i.hit = 1 AND i.t <= m.t + {window_s:Float64} AND (m.next_t = 0 OR i.t <= m.next_t), 'initialize',
+               i.hit = 1 AND round((i.t - m.t) * 1e6) <= round({window_s:Float64} * 1e6) AND (m.next_t = 0 OR i.t <= m.next_t), 'initialize',
                m.next_t > 0, 'same_session_again',
                'nothing') AS next
     FROM proxy_refused AS m

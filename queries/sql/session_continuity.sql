@@ -13,6 +13,8 @@
 --   abandoned_after_failure: the session's last request failed and the same client
 --                        sent no initialize within window_s afterwards
 --   survived_1/survived_2: sessions with 2xx both before and after at least one / two restarts
+-- Every "within window_s" includes its end and is exact to the microsecond: the
+-- float seconds are compared as whole microseconds (as in refused_misses.sql).
 -- Sessions and clients are joined on their hashed keys (proxy_access and
 -- server_requests, schema/migrations/0006-0007). Every per-session fact below is
 -- an existence, a minimum or a maximum, so a re-delivered copy of an event changes
@@ -254,7 +256,7 @@ remint_candidates AS
     SELECT m.skh AS c_stale_h, argMin(i.h, i.t) AS c_replacement_h, min(i.t) AS c_init_t, argMin(m.t, (i.t, -m.t)) AS c_miss_t
     FROM refused AS m
     ASOF INNER JOIN proxy_inits_all AS i ON i.clienth = m.clienth AND m.t <= i.t
-    WHERE i.t <= m.t + {window_s:Float64}
+    WHERE round((i.t - m.t) * 1e6) <= round({window_s:Float64} * 1e6)
     GROUP BY m.skh
 ),
 (
@@ -280,7 +282,7 @@ server_reinit AS
         ) AS a ON a.arh = r.arh AND r.arh != 0
     ) AS q
     ASOF INNER JOIN server_inits AS i ON i.clienth = q.clienth AND q.t < i.t
-    WHERE i.t <= q.t + {window_s:Float64}
+    WHERE round((i.t - q.t) * 1e6) <= round({window_s:Float64} * 1e6)
 ),
 recovered_keys AS
 (
@@ -418,8 +420,8 @@ SELECT
     countIf(is_stale AND NOT (rk.skh != 0 AND rk.rt >= s.last_refused_t - 2)) AS unrecovered_stale,
     countIf(is_stale AND NOT (rk.skh != 0 AND rk.rt >= s.last_refused_t - 2) AND sb.h = 0) AS unrecovered_new,
     countIf(last_failed
-            AND NOT (pi.hit = 1 AND pi.t <= s.session_last_t + {window_s:Float64})
-            AND NOT (si.hit = 1 AND si.t <= s.session_last_t + {window_s:Float64})) AS abandoned_after_failure,
+            AND NOT (pi.hit = 1 AND round((pi.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6))
+            AND NOT (si.hit = 1 AND round((si.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6))) AS abandoned_after_failure,
     countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
     countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
 FROM per_session AS s

@@ -1,11 +1,12 @@
 -- proxy_remint_pairs: re-mints inferred from the proxy (DESIGN §4): a refused miss
 -- on session A, then an initialize minting B from the same client (address and
 -- user agent: the new initialize usually comes on a new TCP connection) within
--- window_s seconds. Each replacement is credited to one stale session (the latest
--- miss before it). adopted: some later request carried B. Joined on the hashed
--- keys; only the initializes of refused clients, and the requests carrying a
--- replacement, are read. The misses are the refused lines themselves (the
--- neighbours proxy_refused.sql finds for them are not needed here).
+-- window_s seconds (its end included, to the microsecond: compared as whole
+-- microseconds, as in refused_misses.sql). Each replacement is credited to one
+-- stale session (the latest miss before it). adopted: some later request carried
+-- B. Joined on the hashed keys; only the initializes of refused clients, and the
+-- requests carrying a replacement, are read. The misses are the refused lines
+-- themselves (the neighbours proxy_refused.sql finds for them are not needed here).
 -- requires: proxy_lines
 WITH
 misses AS (SELECT skh AS stale_h, clienth, t FROM proxy_lines WHERE refused AND skh != 0),
@@ -27,7 +28,7 @@ candidates AS
     -- with every initialize of a client that holds thousands of sessions)
     FROM misses AS m
     ASOF INNER JOIN inits AS i ON i.clienth = m.clienth AND m.t <= i.init_t
-    WHERE i.init_t <= m.t + {window_s:Float64}
+    WHERE round((i.init_t - m.t) * 1e6) <= round({window_s:Float64} * 1e6)
     GROUP BY m.stale_h
 ),
 pairs AS

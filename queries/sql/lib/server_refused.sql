@@ -2,14 +2,15 @@
 -- and what the same session (or, for an initialize, the same client: user agent
 -- and principal) did next within window_s: initialize (the client initialized
 -- again within window_s), same_session_again (the session's id arrived again
--- later), nothing. Read from server_requests (schema/migrations/0007), joined on
--- its hashed ids. The refused misses and their own arrivals are read once each
--- (scalars); of the other arrivals only the last one of each refused session and
--- the initializes of the refused clients are read, each joined to the refused
--- keys rather than filtered by an IN: with no subquery set in it, a scalar over
--- this fragment (refused_misses reads it twice) is evaluated once. Max and
--- existence do not change with a duplicate, so only the refused misses are
--- deduplicated.
+-- later), nothing. window_s includes its end, to the microsecond (compared as
+-- whole microseconds, as in refused_misses.sql). Read from server_requests
+-- (schema/migrations/0007), joined on its hashed ids. The refused misses and
+-- their own arrivals are read once each (scalars); of the other arrivals only
+-- the last one of each refused session and the initializes of the refused
+-- clients are read, each joined to the refused keys rather than filtered by an
+-- IN: with no subquery set in it, a scalar over this fragment (refused_misses
+-- reads it twice) is evaluated once. Max and existence do not change with a
+-- duplicate, so only the refused misses are deduplicated.
 WITH
 -- the server's requests in the range and scope (inlined where read: each reader's
 -- filter and columns reach the scan)
@@ -67,7 +68,7 @@ SELECT
     j.service AS service, j.boot_id AS boot_id, j.sk AS sk, j.skh AS skh, j.reason AS reason, j.http_status AS http_status, j.t AS t,
     j.http_method AS http_method, j.mcp_method AS mcp_method,
     multiIf(
-        ci.hit = 1 AND ci.t <= j.t + {window_s:Float64}, 'initialize',
+        ci.hit = 1 AND round((ci.t - j.t) * 1e6) <= round({window_s:Float64} * 1e6), 'initialize',
         sl.last_t > j.t, 'same_session_again',
         'nothing') AS next
 FROM judged AS j
