@@ -5,5 +5,5 @@
  */
 export { apiRoutes, SQL_FORMATS } from './routes.ts';
 export type { ApiOptions } from './routes.ts';
-export { createContinuityServer } from './server.ts';
-export type { ContinuityServer, ContinuityServerOptions, ServerEndpoints } from './server.ts';
+export { createContinuityServer, createReadServer } from './server.ts';
+export type { ContinuityServer, ContinuityServerOptions, ReadServer, ReadServerOptions, ServerEndpoints } from './server.ts';

@@ -1,5 +1,7 @@
 import type { AddressInfo } from 'node:net';
-import type { FastifyInstance } from 'fastify';
+import fastifyCompress from '@fastify/compress';
+import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import { codedRequestError, ContinuityError, isContinuityError, REQUEST_CONTENT_CODINGS, unsupportedContentCodingError } from '../core/index.ts';
 import { createGateway, createInProcessTransport, mapOtlpRecord, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
 import type { Store } from '../store/index.ts';
 import type { QueryDefaults } from '../queries/index.ts';
@@ -62,9 +64,7 @@ export async function createContinuityServer(options: ContinuityServerOptions): 
     transport,
     async listen(host, port) {
       await app.listen({ host, port });
-      const bound = (app.server.address() as AddressInfo).port;
-      const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
-      const base = `http://${shown}:${bound}`;
+      const base = baseUrlOf(app, host);
       return { base, otlpLogs: `${base}/v1/logs`, events: `${base}/v1/events`, api: `${base}/api` };
     },
     shutdown() {
@@ -86,4 +86,74 @@ export async function createContinuityServer(options: ContinuityServerOptions): 
       return closing;
     },
   };
+}
+
+/** Options of {@link createReadServer}. */
+export interface ReadServerOptions {
+  /** The migrated store the read API reads; the caller owns (and closes) it. */
+  store: Store;
+  /** Bearer token every route but `/healthz` requires; none when unset. */
+  bearerToken?: string | undefined;
+  /** The deployment's defaults of query parameters (a request's own values win). */
+  queryDefaults?: QueryDefaults;
+  /** The body of `GET /healthz`: the owning process's state (e.g. the consumer's lag). */
+  health: () => Record<string, unknown>;
+  /** Largest `POST /api/sql` body once decoded, bytes (default 1 MiB). */
+  maxBodyBytes?: number;
+}
+
+/** A listening read API: where it is, and how to stop it. */
+export interface ReadServer {
+  readonly app: FastifyInstance;
+  /** Starts listening; `port` 0 picks a free port. @returns the base URL with the port bound, e.g. `http://127.0.0.1:4319`. */
+  listen(host: string, port: number): Promise<string>;
+  /** Stops accepting connections and waits for open requests (fastify `close`). Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * The read API alone (api/routes.ts under `/api`, plus `GET /healthz`), for a
+ * long-running process other than `serve` that owns the embedded store: the Kafka
+ * consumer. DESIGN §2: while a process owns the data directory, other commands reach
+ * the store through that process's HTTP API. Request bodies may be gzip or deflate
+ * (another coding: 415 `CONT_ERR_UNSUPPORTED_MEDIA`, RFC 9110 §15.5.16); an unknown
+ * route is 404 `CONT_ERR_NOT_FOUND`; errors are the coded JSON shape, as on `serve`.
+ */
+export async function createReadServer(options: ReadServerOptions): Promise<ReadServer> {
+  const app = Fastify({ logger: false, bodyLimit: options.maxBodyBytes ?? 1 << 20 });
+  await app.register(fastifyCompress, {
+    globalCompression: false,
+    globalDecompression: true,
+    requestEncodings: [...REQUEST_CONTENT_CODINGS],
+    onUnsupportedRequestEncoding: (encoding) => unsupportedContentCodingError(encoding),
+  });
+  const send = (reply: FastifyReply, err: ContinuityError): FastifyReply => reply.status(err.httpStatus).send(err.toJSON());
+  app.setNotFoundHandler((req, reply) => send(reply, new ContinuityError('CONT_ERR_NOT_FOUND', `${req.method} ${req.url}`, { details: { method: req.method, url: req.url } })));
+  app.setErrorHandler((err: FastifyError | ContinuityError, req, reply) => {
+    if (isContinuityError(err)) return send(reply, err);
+    const coded = codedRequestError(err, req.routeOptions.bodyLimit);
+    if (coded) return send(reply, coded);
+    return reply.status(500).send({ code: 'INTERNAL', message: 'internal error' });
+  });
+  app.get('/healthz', async () => ({ status: 'ok', ...options.health() }));
+  await app.register(apiRoutes, { prefix: '/api', store: options.store, bearerToken: options.bearerToken, queryDefaults: options.queryDefaults });
+  let closing: Promise<void> | undefined;
+  return {
+    app,
+    async listen(host, port) {
+      await app.listen({ host, port });
+      return baseUrlOf(app, host);
+    },
+    close() {
+      closing ??= app.close();
+      return closing;
+    },
+  };
+}
+
+/** The base URL of a listening app: the port it bound, a wildcard host shown as loopback, an IPv6 host in brackets. */
+function baseUrlOf(app: FastifyInstance, host: string): string {
+  const bound = (app.server.address() as AddressInfo).port;
+  const shown = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  return `http://${shown}:${bound}`;
 }

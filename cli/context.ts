@@ -57,3 +57,13 @@ export function positiveFlag(flag: string, text: string, whole: boolean): number
   }
   return v;
 }
+
+/**
+ * A TCP port flag: a whole number 0–65535 (0 = any free port).
+ * @throws ContinuityError CONT_ERR_CONFIG naming the flag, before the store is opened.
+ */
+export function portFlag(text: string, flag = '--port'): number {
+  const port = Number(text);
+  if (!/^\s*\d+\s*$/.test(text) || port > 65_535) throw new ContinuityError('CONT_ERR_CONFIG', `${flag}: not a TCP port: ${JSON.stringify(text)}`);
+  return port;
+}

@@ -1,8 +1,9 @@
 import { Option, type Command } from 'commander';
+import { createReadServer, type ReadServer } from '../../api/index.ts';
 import { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
 import { retry } from '../../core/index.ts';
 import { openMigratedStore } from '../../store/index.ts';
-import { configFrom, positiveFlag } from '../context.ts';
+import { configFrom, portFlag, positiveFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 import { requireKafka } from './gateway.ts';
 
@@ -15,6 +16,9 @@ interface ConsumerFlags {
   concurrency: string;
   logLevel: KafkaLogLevel;
   faultCommitDelay: string;
+  host: string;
+  port?: string;
+  token?: string;
 }
 
 /**
@@ -25,6 +29,11 @@ interface ConsumerFlags {
  * While Kafka cannot be reached at start it waits, retrying with backoff (a `waiting`
  * line per attempt). SIGINT/SIGTERM: finish and commit the batch being written, leave
  * the group, close the store. Exits 1 when the consumer stops on a non-retriable error.
+ *
+ * With `--port`, it also serves the read API on the store it owns (api/server.ts
+ * `createReadServer`: `/api/queries`, `/api/report`, `POST /api/sql`, and
+ * `GET /healthz` with the consumer's lag), so other commands can read an embedded
+ * store the consumer holds (DESIGN §2); `--token` (CONTINUITY_INGEST_TOKEN) guards it.
  */
 export function registerConsumer(program: Command): void {
   program
@@ -37,10 +46,14 @@ export function registerConsumer(program: Command): void {
     .option('--fetch-min-bytes <bytes>', 'bytes (as stored, compressed) a fetch waits for before the broker answers it', String(DEFAULT_FETCH_MIN_BYTES))
     .option('--concurrency <n>', 'partitions processed at the same time (each stays in order)', '3')
     .option('--log-level <level>', 'kafkajs log level (stderr): nothing | error | warn | info | debug', 'nothing')
+    .option('--port <port>', 'also serve the read API (/api, /healthz) on this TCP port: other commands read the store the consumer owns through it (0: any free port)')
+    .option('--host <host>', 'address the read API listens on (with --port)', '127.0.0.1')
+    .option('--token <token>', 'bearer token the read API requires, at least 16 characters (env CONTINUITY_INGEST_TOKEN)')
     .addOption(new Option('--fault-commit-delay <ms>', 'fault tests only: wait between a confirmed write and its commit').default('0').hideHelp())
     .action(async (flags: ConsumerFlags, cmd: Command) => {
-      const config = configFrom(cmd.optsWithGlobals());
+      const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
       const kafka = requireKafka(config, 'consumer');
+      const port = flags.port === undefined ? undefined : portFlag(flags.port);
       const store = await openMigratedStore(config);
       const line = (o: object): void => {
         process.stdout.write(JSON.stringify(o) + '\n');
@@ -65,6 +78,24 @@ export function registerConsumer(program: Command): void {
         },
       });
       let exitCode = 0;
+      let api: ReadServer | undefined;
+      let apiUrl: string | undefined;
+      if (port !== undefined) {
+        const m = consumer.metrics;
+        api = await createReadServer({
+          store,
+          bearerToken: config.ingestToken,
+          queryDefaults: config,
+          health: () => ({ consumer: { lag: m.lag(), paused: m.paused, batches: m.batches, rows: m.rows, fatal: m.fatal ?? null } }),
+        });
+        try {
+          apiUrl = await api.listen(flags.host, port);
+        } catch (err) {
+          await api.close();
+          await store.close();
+          throw err;
+        }
+      }
       const signal = untilSignal();
       const aborted = new AbortController();
       void signal.then(() => aborted.abort());
@@ -85,11 +116,12 @@ export function registerConsumer(program: Command): void {
           },
         );
         if (started) {
-          line({ event: 'started', pid: process.pid, store: `${store.mode} ${store.location}`, brokers: kafka.brokers, topic: kafka.topic, group: kafka.group, dlq: kafka.dlqTopic });
+          line({ event: 'started', pid: process.pid, store: `${store.mode} ${store.location}`, brokers: kafka.brokers, topic: kafka.topic, group: kafka.group, dlq: kafka.dlqTopic, ...(apiUrl ? { api: `${apiUrl}/api` } : {}) });
           const why = await Promise.race([signal, stopped]);
           if (typeof why === 'object') exitCode = 1;
         }
       } finally {
+        await api?.close();
         await consumer.shutdown();
         await store.close();
       }

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ContinuityError, type Config, type KafkaConfig } from '../../core/index.ts';
 import { createGateway, createKafkaProducerSink, mapOtlpRecord, type KafkaLogLevel } from '../../ingest/index.ts';
-import { configFrom } from '../context.ts';
+import { configFrom, portFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 
 /** The Kafka settings a Kafka-mode command needs. @throws ContinuityError CONT_ERR_CONFIG when KAFKA_BROKERS is unset. */
@@ -10,13 +10,6 @@ export function requireKafka(config: Config, command: string): KafkaConfig {
     throw new ContinuityError('CONT_ERR_CONFIG', `KAFKA_BROKERS: \`continuity ${command}\` needs a Kafka cluster (e.g. KAFKA_BROKERS=127.0.0.1:39092; \`continuity dev kafka start\` runs one)`);
   }
   return config.kafka;
-}
-
-/** Parses a TCP port flag (0 = any free port). @throws ContinuityError CONT_ERR_CONFIG */
-export function parsePort(text: string): number {
-  const port = Number(text);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new ContinuityError('CONT_ERR_CONFIG', `--port: not a TCP port: ${JSON.stringify(text)}`);
-  return port;
 }
 
 interface GatewayFlags {
@@ -48,7 +41,7 @@ export function registerGateway(program: Command): void {
         process.stderr.write(`warning: ${(err as Error).message}; answering 503 until Kafka is back\n`);
       });
       const { app } = await createGateway({ sink, mapOtlpRecord, bearerToken: config.ingestToken });
-      const address = await app.listen({ host: flags.host, port: parsePort(flags.port) });
+      const address = await app.listen({ host: flags.host, port: portFlag(flags.port) });
       process.stdout.write(
         `continuity gateway: listening on ${address} (POST /v1/logs, POST /v1/events) → Kafka ${kafka.brokers.join(',')} topic ${kafka.topic} (${kafka.partitions} partitions)\n`,
       );

@@ -1,21 +1,13 @@
 import type { Command } from 'commander';
 import { createContinuityServer, type ServerEndpoints } from '../../api/index.ts';
-import { ContinuityError } from '../../core/index.ts';
 import { openMigratedStore } from '../../store/index.ts';
-import { configFrom } from '../context.ts';
+import { configFrom, portFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 
 interface ServeFlags {
   host: string;
   port: string;
   token?: string;
-}
-
-/** Parses a TCP port flag (0 = any free port). @throws ContinuityError CONT_ERR_CONFIG */
-function parsePort(text: string): number {
-  const port = Number(text);
-  if (!Number.isInteger(port) || port < 0 || port > 65_535) throw new ContinuityError('CONT_ERR_CONFIG', `--port: not a TCP port: ${JSON.stringify(text)}`);
-  return port;
 }
 
 function describe(e: ServerEndpoints, location: string, mode: string, token: boolean): string {
@@ -51,7 +43,7 @@ export function registerServe(program: Command): void {
     .option('--token <token>', 'bearer token every route requires, at least 16 characters (env CONTINUITY_INGEST_TOKEN)')
     .action(async (flags: ServeFlags, cmd: Command) => {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
-      const port = parsePort(flags.port);
+      const port = portFlag(flags.port);
       const store = await openMigratedStore(config);
       const server = await createContinuityServer({ store, bearerToken: config.ingestToken, queryDefaults: config });
       const signal = untilSignal();

@@ -162,9 +162,28 @@ describe('continuity gateway | consumer | status (the processes)', () => {
       const res = await fetch(`${listening}/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(events.slice(i, i + 500)) });
       expect(res.status).toBe(200);
     }
-    const consumer = spawnConsumer(env, dataDir);
+    // --port: the consumer serves the read API on the store it owns (DESIGN §2)
+    const consumer = spawnConsumer(env, dataDir, ['--port', '0']);
     children.push(consumer.child);
     await waitForCaughtUp(admin, `${topic}-writer`, topic, 2000, 60_000);
+    const api = String((await consumer.waitForLine('started', 30_000)).api);
+    expect(api).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/api$/);
+    const health = (await (await fetch(api.replace(/\/api$/, '/healthz'))).json()) as { status: string; consumer: { lag: number; fatal: string | null } };
+    expect(health).toMatchObject({ status: 'ok', consumer: { lag: 0, fatal: null } });
+    const sql = await fetch(`${api}/sql`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ sql: 'SELECT count() AS n, uniqExact(event_id) AS u FROM events FINAL', format: 'jsonl' }),
+    });
+    expect(sql.status).toBe(200);
+    expect(JSON.parse(await sql.text())).toEqual({ n: 2000, u: 2000 });
+    expect((await fetch(`${api}/queries`)).status).toBe(200);
+    // the store is the consumer's: a command opening it is told where to read it instead
+    const locked = await cli(env, ['--data-dir', dataDir, 'sql', 'SELECT 1']).then(
+      () => undefined,
+      (e: { stderr: string }) => e,
+    );
+    expect(locked?.stderr).toMatch(/CONT_ERR_STORE_LOCKED.*continuity consumer --port/s);
 
     const status = await cli(env, ['status']);
     expect(status.stdout).toMatch(new RegExp(`group ${topic}-writer on ${topic}`));
