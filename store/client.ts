@@ -49,7 +49,9 @@ export interface Store {
   /**
    * Ad hoc SQL: one query (SELECT, WITH … SELECT, UNION, …), read-only as enforced
    * by the store itself (`readonly=1`), with a row limit and an execution-time
-   * limit. Arrow formats come uncompressed.
+   * limit. Arrow formats come uncompressed. Embedded, ad hoc statements run on a
+   * connection of their own, one at a time: a long one holds up the next ad hoc
+   * statement, not the named queries and reports.
    * @returns the raw output in `format` (any ClickHouse output format name).
    * @throws ContinuityError CONT_ERR_READONLY for writes and for table functions
    *   that reach outside the store (file, url, s3, remote, …: the engine refuses them
@@ -136,7 +138,7 @@ export async function openStore(config: Config): Promise<Store> {
     throw storeOpenError(dbPath, err);
   }
   const renewing = renewingConnection(dbPath, connection, createChdbConnection);
-  return wrap(createClient({ connection: renewing.connection }), 'embedded', config.dataDir, renewing.insertRaw);
+  return wrap(createClient({ connection: renewing.connection }), 'embedded', config.dataDir, renewing.insertRaw, createClient({ connection: renewing.adhocConnection }));
 }
 
 /**
@@ -253,22 +255,33 @@ function createLane(dbPath: string, first: ChdbConnection | undefined, open: Ope
 
 /**
  * The embedded engine's connection for `@clickhouse/client` (queries, commands and
- * the client's own inserts, on one {@link Lane}), and the raw insert: on whichever of
+ * the client's own inserts, on one {@link Lane}), a second one for ad hoc SQL (its own
+ * lane, opened on first use), and the raw insert: on whichever of
  * {@link EMBEDDED_INSERT_LANES} lanes has the fewest statements waiting (the first
  * lane is the client's; the others open on first use).
  */
-function renewingConnection(dbPath: string, first: ChdbConnection, open: OpenChdb): { connection: ClientConnection; insertRaw: RawInsert } {
+function renewingConnection(dbPath: string, first: ChdbConnection, open: OpenChdb): { connection: ClientConnection; adhocConnection: ClientConnection; insertRaw: RawInsert } {
   const main = createLane(dbPath, first, open);
   const lanes: Lane[] = [main];
-  const run = main.run;
-  const connection = {
-    query: (params: Parameters<ChdbConnection['query']>[0]) => run((c) => c.query(params)),
-    exec: (params: Parameters<ChdbConnection['exec']>[0]) => run((c) => c.exec(params)),
-    command: (params: Parameters<ChdbConnection['command']>[0]) => run((c) => c.command(params)),
-    insert: (params: Parameters<ChdbConnection['insert']>[0]) => run((c) => c.insert(params)),
-    ping: (params: Parameters<ChdbConnection['ping']>[0]) => run((c) => c.ping(params), (r) => !r.success),
-    close: () => Promise.all(lanes.map((l) => l.close())).then(() => undefined),
-  };
+  // Ad hoc SQL (Store.readOnly) runs on a lane of its own, opened on first use: one
+  // statement may run for up to its own time limit (600 s), and on the main lane every
+  // named query, report and health check would wait behind it (a break-it pass: a
+  // count() waited 19.5 s behind a 20 s statement). Ad hoc statements still queue
+  // behind each other, so at most one runs at a time.
+  let adhoc: Lane | undefined;
+  const adhocLane = (): Lane => (adhoc ??= createLane(dbPath, undefined, open));
+  const laneConnection = (lane: () => Lane, close: () => Promise<void>) => ({
+    query: (params: Parameters<ChdbConnection['query']>[0]) => lane().run((c) => c.query(params)),
+    exec: (params: Parameters<ChdbConnection['exec']>[0]) => lane().run((c) => c.exec(params)),
+    command: (params: Parameters<ChdbConnection['command']>[0]) => lane().run((c) => c.command(params)),
+    insert: (params: Parameters<ChdbConnection['insert']>[0]) => lane().run((c) => c.insert(params)),
+    ping: (params: Parameters<ChdbConnection['ping']>[0]) => lane().run((c) => c.ping(params), (r) => !r.success),
+    close,
+  });
+  const closeAll = (): Promise<void> => Promise.all([...lanes, ...(adhoc ? [adhoc] : [])].map((l) => l.close())).then(() => undefined);
+  const connection = laneConnection(() => main, closeAll);
+  // Closing the store closes every lane (the main client's close); the ad hoc client's own close does nothing more.
+  const adhocConnection = laneConnection(adhocLane, async () => undefined);
   const insertLane = (): Lane => {
     let best = lanes[0]!;
     for (const l of lanes) if (l.pending < best.pending) best = l;
@@ -289,7 +302,7 @@ function renewingConnection(dbPath: string, first: ChdbConnection, open: OpenChd
       // (and meets the same refusal); a line-delimited one ending in '\n' does not.
       await c.chdb.rawInsert({ table, values: lineTerminated(body), format, settings });
     });
-  return { connection: connection as unknown as ClientConnection, insertRaw };
+  return { connection: connection as unknown as ClientConnection, adhocConnection: adhocConnection as unknown as ClientConnection, insertRaw };
 }
 
 const NEWLINE = Buffer.from('\n');
@@ -427,7 +440,7 @@ function isAlive(pid: number): boolean {
 export const MAX_RESULT_BYTES = 256 << 20;
 export const MAX_MEMORY_BYTES = 2 * 1024 ** 3;
 
-function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, insertRaw?: RawInsert): Store {
+function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, insertRaw?: RawInsert, adhocClient: ClickHouseClient = client): Store {
   const fail = (err: unknown, sql: string): ContinuityError => {
     if (err instanceof ContinuityError) return err;
     const e = err as Error & { code?: string; type?: string };
@@ -497,7 +510,7 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, i
     },
     async readOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }): Promise<Buffer> {
       if (!FORMAT.test(options.format)) throw new RangeError(`not a format name: ${options.format}`);
-      const statement = await singleStatement(client, sql).catch((err: unknown) => {
+      const statement = await singleStatement(adhocClient, sql).catch((err: unknown) => {
         throw fail(err, sql);
       });
       const maxRows = Math.max(1, Math.floor(options.maxRows));
@@ -518,11 +531,11 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, i
         }
         return e;
       };
-      await inspectWrapped(client, wrapped).catch((err: unknown) => {
+      await inspectWrapped(adhocClient, wrapped).catch((err: unknown) => {
         throw refuse(err);
       });
       try {
-        const rs = await client.exec({ query: wrapped });
+        const rs = await adhocClient.exec({ query: wrapped });
         const chunks: Buffer[] = [];
         for await (const chunk of rs.stream) chunks.push(chunk as Buffer);
         return Buffer.concat(chunks);
@@ -531,6 +544,7 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, i
       }
     },
     async close(): Promise<void> {
+      if (adhocClient !== client) await adhocClient.close();
       await client.close();
     },
   };

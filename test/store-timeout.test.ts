@@ -104,3 +104,28 @@ describe('results stay in step with requests after a failure', () => {
     }
   });
 });
+
+describe('ad hoc SQL does not hold up the other reads', () => {
+  it('named reads sent while a long ad hoc statement runs finish before it', async () => {
+    const order: string[] = [];
+    // runs until its 5 s limit; before this, every read queued behind it on the one lane
+    const adhoc = t.store
+      .readOnly(SLOW, { format: 'JSONCompact', maxRows: 10, maxExecutionS: 5 })
+      .then(
+        () => order.push('adhoc ok'),
+        () => order.push('adhoc ended'),
+      );
+    // give the ad hoc statement time to reach the engine first
+    await new Promise((r) => setTimeout(r, 300));
+    const reads = Promise.all([
+      t.store.query<{ c: number }>('SELECT count() AS c FROM numbers(10)').then((rows) => {
+        expect(rows).toEqual([{ c: 10 }]);
+        order.push('read');
+      }),
+      t.store.readOnly('SELECT 1 AS one', { format: 'JSONEachRow', maxRows: 1, maxExecutionS: 5 }).then(() => order.push('second adhoc')),
+    ]);
+    await Promise.all([adhoc, reads]);
+    // the named read overtakes the long statement; a second ad hoc statement waits behind it
+    expect(order).toEqual(['read', 'adhoc ended', 'second adhoc']);
+  });
+});
