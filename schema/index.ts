@@ -28,5 +28,5 @@ export {
   UpstreamError,
 } from './events/types.ts';
 export type { ContinuityEventInput, EventType } from './events/types.ts';
-export { contractFields, parseEvent } from './events/parse.ts';
+export { contractFields, MAX_NESTING_DEPTH, nestingExceeds, parseEvent } from './events/parse.ts';
 export type { EventIssue, ParseOptions, ParseResult } from './events/parse.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseEvent } from './index.ts';
+import { MAX_NESTING_DEPTH, nestingExceeds, parseEvent } from './index.ts';
 
 const base = { event_id: '0190d3c4-8a5e-7c3b-9f1e-2a4b6c8d0e1f', ts: 1_796_011_472_545_440, source: 'server' };
 
@@ -28,5 +28,63 @@ describe('parseEvent (contract v1)', () => {
   });
   it('refuses non-objects', () => {
     for (const v of [null, 3, 'x', []]) expect(parseEvent(v).ok).toBe(false);
+  });
+  it('refuses an unknown field nested deeper than MAX_NESTING_DEPTH with too_deep, without throwing, however deep', () => {
+    const nested = (n: number): unknown => JSON.parse('['.repeat(n) + ']'.repeat(n));
+    for (const n of [MAX_NESTING_DEPTH + 1, 100_000]) {
+      const r = parseEvent({ ...base, event_type: 'boot', deep: nested(n) });
+      expect(r.ok).toBe(false);
+      if (!r.ok) expect(r.issues).toEqual([{ path: 'deep', code: 'too_deep', message: expect.stringContaining(`deeper than ${MAX_NESTING_DEPTH} levels`) }]);
+    }
+    const atLimit = parseEvent({ ...base, event_type: 'boot', deep: nested(MAX_NESTING_DEPTH) });
+    expect(atLimit.ok && atLimit.event.attrs.deep).toBe('['.repeat(MAX_NESTING_DEPTH) + ']'.repeat(MAX_NESTING_DEPTH));
+    // Issues of the contract fields are reported beside it.
+    const both = parseEvent({ ...base, event_type: 'boot', pid: 'x', deep: nested(100_000) });
+    expect(!both.ok && both.issues.map((i) => `${i.path} ${i.code}`).sort()).toEqual(['deep too_deep', 'pid invalid_type']);
+  });
+  it('never throws on deep values in contract fields either', () => {
+    const deep = JSON.parse('['.repeat(100_000) + ']'.repeat(100_000));
+    for (const field of ['event_type', 'ts', 'attrs', 'pid', 'service']) {
+      const r = parseEvent({ ...base, event_type: 'boot', [field]: deep });
+      expect(r.ok, field).toBe(false);
+    }
+    const inAttrs = parseEvent({ ...base, event_type: 'boot', attrs: { a: deep } });
+    expect(!inAttrs.ok && inAttrs.issues[0]).toMatchObject({ path: 'attrs.a', code: 'invalid_type' });
+  });
+  it('measures nesting iteratively: arrays and objects count, scalars do not', () => {
+    expect(nestingExceeds('x', 0)).toBe(false);
+    expect(nestingExceeds({}, 0)).toBe(true);
+    expect(nestingExceeds({ a: [1, { b: 'c' }] }, 3)).toBe(false);
+    expect(nestingExceeds({ a: [1, { b: {} }] }, 3)).toBe(true);
+    expect(nestingExceeds(JSON.parse('{"a":'.repeat(200_000) + '1' + '}'.repeat(200_000)), 64)).toBe(true);
+    const cyclic: Record<string, unknown> = {};
+    cyclic.self = cyclic;
+    expect(nestingExceeds(cyclic, 64)).toBe(true);
+  });
+  it('refuses an attrs that is not an object, with or without unknown fields beside it', () => {
+    for (const extra of [{}, { other: 'field' }]) {
+      const r = parseEvent({ ...base, event_type: 'boot', attrs: 'keepme', ...extra });
+      expect(r.ok, JSON.stringify(extra)).toBe(false);
+      if (!r.ok) expect(r.issues).toEqual([expect.objectContaining({ path: 'attrs', code: 'invalid_type' })]);
+    }
+  });
+  it('keeps an unknown field that repeats an attrs entry once, and refuses one that contradicts it', () => {
+    const same = parseEvent({ ...base, event_type: 'boot', attrs: { foo: 'x', bar: 'b' }, foo: 'x' });
+    expect(same.ok && same.event.attrs).toEqual({ foo: 'x', bar: 'b' });
+    const differ = parseEvent({ ...base, event_type: 'boot', attrs: { foo: 'inner' }, foo: 'outer' });
+    expect(differ.ok).toBe(false);
+    if (!differ.ok) expect(differ.issues).toEqual([expect.objectContaining({ path: 'foo', code: 'attrs_conflict' })]);
+  });
+  it('refuses a __proto__ key as a field or in attrs instead of losing it', () => {
+    const json = JSON.stringify({ ...base, event_type: 'boot' }).slice(0, -1);
+    const top = parseEvent(JSON.parse(`${json},"__proto__":"x","a":"b"}`));
+    expect(!top.ok && top.issues).toEqual([expect.objectContaining({ path: '__proto__', code: 'forbidden_key' })]);
+    for (const tail of [',"attrs":{"__proto__":"x"}}', ',"attrs":{"__proto__":{"polluted":"yes"}},"a":"b"}']) {
+      const inAttrs = parseEvent(JSON.parse(json + tail));
+      expect(!inAttrs.ok && inAttrs.issues).toEqual([expect.objectContaining({ path: 'attrs.__proto__', code: 'forbidden_key' })]);
+    }
+    // A constructor key is an ordinary name.
+    const ctor = parseEvent({ ...base, event_type: 'boot', constructor: 'c' });
+    expect(ctor.ok && ctor.event.attrs).toEqual({ constructor: 'c' });
   });
 });

@@ -24,44 +24,133 @@ const KNOWN = new Map<EventType, Set<string>>(
 );
 
 /**
- * Validates one input record against contract v1 (DESIGN §3). Fields the
- * contract does not name are kept in `attrs` (as strings; objects as JSON)
- * instead of being dropped. Never throws.
+ * How deeply the value of a field may nest arrays and objects: a string or number is
+ * depth 0, `[]` and `{}` are 1, `[[1]]` is 2. Deeper values are refused (`too_deep`)
+ * rather than stored, because turning them into text recurses once per level and a
+ * value nested a few thousand levels deep exhausts the stack (DESIGN §5: bad input
+ * never crashes a component). Contract fields are scalars and `attrs` values strings,
+ * so only the values of unknown fields (kept in `attrs` as JSON text) and, on the OTLP
+ * route, `AnyValue`s are measured. 64 is far above any real attribute and far below
+ * where recursion gets into trouble.
+ */
+export const MAX_NESTING_DEPTH = 64;
+
+/**
+ * Whether `value` nests arrays and objects more than `limit` levels deep (depth as in
+ * {@link MAX_NESTING_DEPTH}). Iterative — an explicit stack, no recursion — so a value
+ * of any depth is measured safely; it stops at the first level beyond the limit, and a
+ * cyclic value (not JSON) counts as too deep. Only own enumerable properties count.
+ */
+export function nestingExceeds(value: unknown, limit: number): boolean {
+  if (typeof value !== 'object' || value === null) return false;
+  const values: object[] = [value];
+  const depths: number[] = [1];
+  while (values.length > 0) {
+    const v = values.pop()!;
+    const depth = depths.pop()!;
+    if (depth > limit) return true;
+    if (Array.isArray(v)) {
+      for (const child of v) {
+        if (typeof child === 'object' && child !== null) {
+          values.push(child);
+          depths.push(depth + 1);
+        }
+      }
+    } else {
+      for (const key in v) {
+        if (!Object.hasOwn(v, key)) continue;
+        const child = (v as Record<string, unknown>)[key];
+        if (typeof child === 'object' && child !== null) {
+          values.push(child);
+          depths.push(depth + 1);
+        }
+      }
+    }
+  }
+  return false;
+}
+
+/**
+ * Validates one input record against contract v1 (DESIGN §3). Never throws, for any
+ * value `JSON.parse` can return (however deep or wide).
  *
- * Issue codes: `not_an_object`, `unknown_event_type`, `ts_in_future`, and zod's own
- * codes (`invalid_type`, `invalid_format`, `too_big`, …) prefixed with the field path.
+ * Fields the contract does not name ("unknown fields") are kept in `attrs` instead of
+ * being dropped: strings as they are, other values as JSON text. Rules around that:
+ * - `attrs`, when present, must be an object of strings, with or without unknown
+ *   fields beside it (`attrs` of another type is `invalid_type`, never dropped);
+ * - an unknown field whose name is also an `attrs` key is kept once when both hold the
+ *   same text, and refused (`attrs_conflict`) when they differ — neither value is
+ *   dropped silently, and the producer is told which one to rename;
+ * - an unknown field nested deeper than {@link MAX_NESTING_DEPTH} is `too_deep`;
+ * - a `__proto__` key, as a field or in `attrs`, is `forbidden_key`: `JSON.parse`
+ *   makes it an own property, and copying it onto an object would set that object's
+ *   prototype instead of storing it (lost silently, or worse).
+ *
+ * Issue codes: `not_an_object`, `unknown_event_type`, `forbidden_key`, `too_deep`,
+ * `attrs_conflict`, `ts_in_future`, and zod's own codes (`invalid_type`,
+ * `invalid_format`, `too_big`, …), each with the field path (`attrs.<key>` inside attrs).
  */
 export function parseEvent(input: unknown, options: ParseOptions = {}): ParseResult {
-  if (typeof input !== 'object' || input === null || Array.isArray(input)) {
+  if (!isPlainObject(input)) {
     return { ok: false, issues: [{ path: '', code: 'not_an_object', message: 'an event is a JSON object' }] };
   }
-  const record = input as Record<string, unknown>;
+  const record = input;
   const type = record.event_type;
   const known = typeof type === 'string' ? KNOWN.get(type as EventType) : undefined;
   if (!known) {
     return {
       ok: false,
-      issues: [{ path: 'event_type', code: 'unknown_event_type', message: `unknown event_type ${JSON.stringify(type)}; one of ${[...KNOWN.keys()].join(', ')}` }],
+      issues: [{ path: 'event_type', code: 'unknown_event_type', message: `unknown event_type ${describe(type)}; one of ${[...KNOWN.keys()].join(', ')}` }],
+    };
+  }
+  const attrsIn = record.attrs;
+  if (Object.hasOwn(record, '__proto__') || (isPlainObject(attrsIn) && Object.hasOwn(attrsIn, '__proto__'))) {
+    return {
+      ok: false,
+      issues: [
+        {
+          path: Object.hasOwn(record, '__proto__') ? '__proto__' : 'attrs.__proto__',
+          code: 'forbidden_key',
+          message: 'a key named __proto__ is refused (it would replace the prototype of the object it is copied to); rename it',
+        },
+      ],
     };
   }
   let candidate: Record<string, unknown> = record;
+  const issues: EventIssue[] = [];
   const extra = Object.keys(record).filter((k) => !known.has(k));
-  if (extra.length > 0) {
-    const attrs: Record<string, unknown> = { ...(isPlainObject(record.attrs) ? record.attrs : {}) };
+  // With an `attrs` that is not an object there is nothing to merge into: zod refuses it below.
+  if (extra.length > 0 && (attrsIn === undefined || isPlainObject(attrsIn))) {
+    const attrs: Record<string, unknown> = { ...attrsIn };
     candidate = {};
     for (const [k, v] of Object.entries(record)) {
-      if (known.has(k)) candidate[k] = v;
-      else attrs[k] = typeof v === 'string' ? v : JSON.stringify(v);
+      if (known.has(k)) {
+        candidate[k] = v;
+        continue;
+      }
+      // Only objects and arrays are measured: a scalar cannot nest, and normal events have few object-valued extras.
+      if (typeof v === 'object' && v !== null && nestingExceeds(v, MAX_NESTING_DEPTH)) {
+        issues.push({ path: k, code: 'too_deep', message: `nested deeper than ${MAX_NESTING_DEPTH} levels of arrays and objects` });
+        continue;
+      }
+      const text = typeof v === 'string' ? v : JSON.stringify(v);
+      if (Object.hasOwn(attrs, k) && attrs[k] !== text) {
+        issues.push({
+          path: k,
+          code: 'attrs_conflict',
+          message: `${JSON.stringify(k)} is both an unknown field and a key of attrs, with different values; rename one`,
+        });
+        continue;
+      }
+      attrs[k] = text;
     }
     candidate.attrs = attrs;
   }
   const parsed = EVENT_SCHEMAS[type as EventType].safeParse(candidate);
   if (!parsed.success) {
-    return {
-      ok: false,
-      issues: parsed.error.issues.map((i) => ({ path: i.path.join('.'), code: i.code, message: i.message })),
-    };
+    for (const i of parsed.error.issues) issues.push({ path: i.path.join('.'), code: i.code, message: i.message });
   }
+  if (issues.length > 0 || !parsed.success) return { ok: false, issues };
   const event = parsed.data as ContinuityEvent;
   const now = options.nowMicros ?? Date.now() * 1000;
   const skew = options.maxFutureMicros ?? 3_600_000_000;
@@ -73,6 +162,14 @@ export function parseEvent(input: unknown, options: ParseOptions = {}): ParseRes
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** A short description of a value for a message: scalars as JSON, objects and arrays by kind (never serialised: they may be deep). */
+function describe(v: unknown): string {
+  if (typeof v === 'string') return JSON.stringify(v.length > 64 ? `${v.slice(0, 64)}…` : v);
+  if (typeof v === 'number' || typeof v === 'boolean' || v === null) return String(v);
+  if (v === undefined) return '(missing)';
+  return Array.isArray(v) ? '(an array)' : `(${typeof v === 'object' ? 'an object' : typeof v})`;
 }
 
 /** Every contract field name (envelope and all types), i.e. the expected event columns. */
