@@ -95,6 +95,26 @@ describe('prepare (decode → validate → enrich over a range)', () => {
     expect(rowsA.lines(0, rowsA.length).equals(rowsB.lines(0, rowsB.length))).toBe(true);
     expect(JSON.parse(a.rows.line(1)).attrs).toEqual({ extra_field: 'kept in attrs' });
   });
+  it('dead-letters a valid event with an unknown field nested 100,000 arrays deep, and the rest flows', () => {
+    const n = 100_000;
+    const deep = JSON.stringify(event()).slice(0, -1) + ',"deep":' + '['.repeat(n) + ']'.repeat(n) + '}';
+    const b = prepare(range([msg(0, event()), msg(1, deep), msg(2, event())]), { maxMessageBytes: 1 << 20 });
+    expect(b.rowMessages.map((m) => m.offset)).toEqual([0n, 2n]);
+    expect(b.deadLetters).toEqual([expect.objectContaining({ reason: 'invalid_event', detail: expect.stringMatching(/deep too_deep: nested deeper than 64 levels/) })]);
+  });
+  it('turns an exception out of a per-message step into an invalid_event dead letter naming it, not a stop', () => {
+    const bad = { ...msg(1, event()) };
+    Object.defineProperty(bad, 'timestampMs', {
+      get() {
+        throw new TypeError('no timestamp here');
+      },
+    });
+    const b = prepare(range([msg(0, event()), bad, msg(2, event())]), { maxMessageBytes: 1 << 20 });
+    expect(b.rowMessages.map((m) => m.offset)).toEqual([0n, 2n]);
+    expect(b.deadLetters).toEqual([
+      expect.objectContaining({ reason: 'invalid_event', detail: 'the validate step failed on this record: TypeError: no timestamp here' }),
+    ]);
+  });
 });
 
 describe('dedupToken', () => {

@@ -7,6 +7,7 @@
  *   decode   bytes → JSON            dlq: empty | too_large | not_utf8 | not_json
  *   validate JSON → contract event   dlq: invalid_event (zod, `parseEvent`)
  *   enrich   event → stored event    drop: duplicate_in_batch
+ *   (an exception out of any of these three for one message → dlq: invalid_event)
  *   write    batch → store           ok | retry(err) (store or Kafka unavailable);
  *                                    rows the store refuses → dlq: store_rejected
  *
@@ -182,7 +183,10 @@ export async function runBatch(range: MessageRange, ctx: PipelineContext, hooks:
   return { ...written, retries, messages: range.messages.length, drops: batch.drops, token: batch.token };
 }
 
-/** The per-message steps over a whole range. Pure: equal ranges give equal batches. */
+/**
+ * The per-message steps over a whole range. Pure: equal ranges give equal batches.
+ * Never throws because of a message: each one ends as a row, a dead letter or a drop.
+ */
 export function prepare(range: MessageRange, ctx: Pick<PipelineContext, 'maxMessageBytes'>): PreparedBatch {
   // Rows are about as long as the records they come from (defaults filled in, key order
   // the contract's), so the records' size is a fair first guess of the body's.
@@ -213,15 +217,29 @@ export function prepare(range: MessageRange, ctx: Pick<PipelineContext, 'maxMess
   return { range, token: dedupToken(range.topic, range.partition, range.first, range.last), rows, rowMessages, deadLetters, drops };
 }
 
-/** decode → validate → enrich for one message; `ok` carries the JSONEachRow line. */
+/**
+ * decode → validate → enrich for one message; `ok` carries the JSONEachRow line.
+ * The steps answer with outcomes and are not meant to throw; should one throw anyway
+ * (input nobody foresaw), that one message becomes an `invalid_event` dead letter
+ * naming the exception: it must not stop the consumer, which would replay it on every
+ * restart and stop again (DESIGN §5: bad input never crashes a component).
+ */
 function step(message: InputMessage, maxMessageBytes: number, seen: Set<string>): Outcome<string> {
-  const decoded = decode(message, maxMessageBytes);
-  if (decoded.kind !== 'ok') return decoded;
-  const validated = validate(decoded.value, message);
-  if (validated.kind !== 'ok') return validated;
-  const enriched = enrich(validated.value, seen);
-  if (enriched.kind !== 'ok') return enriched;
-  return ok(JSON.stringify(enriched.value));
+  let at = 'decode';
+  try {
+    const decoded = decode(message, maxMessageBytes);
+    if (decoded.kind !== 'ok') return decoded;
+    at = 'validate';
+    const validated = validate(decoded.value, message);
+    if (validated.kind !== 'ok') return validated;
+    at = 'enrich';
+    const enriched = enrich(validated.value, seen);
+    if (enriched.kind !== 'ok') return enriched;
+    return ok(JSON.stringify(enriched.value));
+  } catch (err) {
+    const e = err instanceof Error ? err : new Error(String(err));
+    return dlq('invalid_event', clip(`the ${at} step failed on this record: ${e.name}: ${e.message}`));
+  }
 }
 
 // ---------------------------------------------------------------------------

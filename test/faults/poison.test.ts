@@ -1,5 +1,5 @@
-// Fault 4: poison records (invalid JSON, contract violations, oversized, invalid UTF-8,
-// empty) among valid events. Each lands in the dead-letter topic AND the dead_letters
+// Fault 4: poison records (invalid JSON, contract violations, a valid event with an unknown
+// field nested 100,000 arrays deep, oversized, invalid UTF-8, empty) among valid events. Each lands in the dead-letter topic AND the dead_letters
 // table with its reason and its original payload; every valid event is stored once.
 import { rmSync } from 'node:fs';
 import { Partitioners, type Admin, type Message, type Producer } from 'kafkajs';
@@ -10,7 +10,8 @@ import { ensureKafka, uniqueTopicName } from '../services/kafka.ts';
 import { connectAdmin, countEvents, kafkaEnv, makeEvents, tempDir, testConfig, waitFor, waitForCaughtUp } from './support.ts';
 
 const VALID = 6000;
-const MAX_MESSAGE_BYTES = 16_384;
+// Room for the 200 KB deeply nested record, which must be judged as an event, not as too large.
+const MAX_MESSAGE_BYTES = 262_144;
 
 interface Poison {
   reason: string;
@@ -29,6 +30,9 @@ function poisonRecords(tag: string): Poison[] {
     [1, 2, 3], // not an object
   ];
   violations.forEach((v, i) => out.push({ reason: 'invalid_event', message: { key: `v${i}`, value: JSON.stringify(v) } }));
+  // Serialising it recurses once per level: it used to throw out of the pipeline and stop the consumer for good.
+  const deep = 100_000;
+  out.push({ reason: 'invalid_event', message: { key: 'deep', value: `${JSON.stringify(valid()).slice(0, -1)},"deep":${'['.repeat(deep)}${']'.repeat(deep)}}` } });
   for (let i = 0; i < 3; i++) {
     out.push({ reason: 'too_large', message: { key: `big${i}`, value: JSON.stringify({ ...valid(), attrs: { blob: 'x'.repeat(MAX_MESSAGE_BYTES + 100 * i) } }) } });
   }
@@ -108,6 +112,7 @@ describe('poison records', () => {
       expect(row, `${p.reason} ${String(p.message.key)}`).toBeDefined();
     }
     expect(rows.find((r) => r.detail.includes('session_key'))?.reason).toBe('invalid_event');
+    expect(rows.find((r) => r.detail.includes('too_deep'))).toMatchObject({ reason: 'invalid_event', detail: expect.stringContaining('nested deeper than 64 levels') });
     expect(rows.filter((r) => r.reason === 'too_large').every((r) => r.detail.includes(`max ${MAX_MESSAGE_BYTES}`))).toBe(true);
 
     // The topic: the original records, headed with reason and origin.
