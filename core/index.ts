@@ -3,7 +3,16 @@ export { loadConfig, ConfigSchema } from './config.ts';
 export type { Config, ConfigFlags, KafkaConfig } from './config.ts';
 export { ContinuityError, ERROR_CODES, isContinuityError, renderErrorDocs } from './errors.ts';
 export type { ErrorCode, ErrorSpec } from './errors.ts';
-export { assertMediaType, codedRequestError, createBearerCheck, mediaTypeOf, REQUEST_CONTENT_CODINGS, unsupportedContentCodingError } from './http.ts';
+export {
+  assertMediaType,
+  codedRequestError,
+  createBearerCheck,
+  JsonBodyError,
+  mediaTypeOf,
+  parseJsonBody,
+  REQUEST_CONTENT_CODINGS,
+  unsupportedContentCodingError,
+} from './http.ts';
 export type { FrameworkError } from './http.ts';
 export { createKeyedHasher, hasherForConfig, loadOrCreateKeyFile } from './hash.ts';
 export type { KeyedHasher } from './hash.ts';

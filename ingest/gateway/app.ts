@@ -1,8 +1,15 @@
 import fastifyCompress from '@fastify/compress';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import { ContinuityError, isContinuityError } from '../../core/errors.ts';
-import { assertMediaType, codedRequestError, createBearerCheck, REQUEST_CONTENT_CODINGS, unsupportedContentCodingError } from '../../core/http.ts';
-import { parseEvent, type ContinuityEvent, type EventIssue } from '../../schema/index.ts';
+import {
+  assertMediaType,
+  codedRequestError,
+  createBearerCheck,
+  parseJsonBody,
+  REQUEST_CONTENT_CODINGS,
+  unsupportedContentCodingError,
+} from '../../core/http.ts';
+import { parseEvent, type ContinuityEvent, type EventIssue, type ParseResult } from '../../schema/index.ts';
 import { decodeOtlpJson, decodeOtlpProtobuf, encodeOtlpResponse, OtlpShapeError, type OtlpLogRecord } from './otlp.ts';
 
 /** Media types `POST /v1/logs` takes: OTLP/HTTP JSON or protobuf (both protobuf names have a parser). */
@@ -58,9 +65,17 @@ export interface GatewayStats {
  *   validation are reported as `partialSuccess.rejectedLogRecords` with 200, and the
  *   valid records of the same request are kept. A body that is not an
  *   ExportLogsServiceRequest at all is a 400.
+ *   A record with an attribute value or body nested more than `MAX_NESTING_DEPTH`
+ *   (64) arrays and kvlists deep (protobuf: more than the decoder's 100 nested
+ *   messages) is refused as `too_deep`, one with an attribute named `__proto__` as
+ *   `forbidden_key` (otlp.ts); neither fails the request.
  * - `POST /v1/events` — a JSON array of contract events (or `{ "events": [...] }`);
  *   valid events are kept, and when any is invalid the answer is 400 listing each
- *   refused index with its coded issues (DESIGN §3).
+ *   refused index with its coded issues (DESIGN §3; codes: schema `parseEvent`).
+ * - JSON bodies (both routes, and the read API under /api) are parsed by core/http.ts
+ *   `parseJsonBody`: a `__proto__` key (or a `constructor` key holding `prototype`)
+ *   anywhere refuses the whole body with 400 `CONT_ERR_BAD_REQUEST` naming the key
+ *   and its place (`details.key`, `details.path`).
  * - `GET /healthz` (process up) and `GET /readyz` (sink ready).
  * Errors are `{ code, message, fix, details }` with the registry's status: 400
  * malformed, 401 missing token, 404 unknown method and path (`CONT_ERR_NOT_FOUND`,
@@ -91,6 +106,16 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     onUnsupportedRequestEncoding: (encoding) => unsupportedContentCodingError(encoding),
   });
   app.addContentTypeParser(['application/x-protobuf', 'application/protobuf'], { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
+  // JSON with fastify's prototype-poisoning protection, but a refusal that names the key
+  // (core/http.ts parseJsonBody) instead of "Body is not valid JSON". The read API under /api inherits it.
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    try {
+      done(null, parseJsonBody(body as string));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
 
   const notFound = (req: FastifyRequest, reply: FastifyReply): FastifyReply =>
     sendError(reply, new ContinuityError('CONT_ERR_NOT_FOUND', `${req.method} ${req.url}`, { details: { method: req.method, url: req.url } }));
@@ -121,7 +146,15 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     const rejected: RejectedRecord[] = [];
     const nowMicros = now();
     inputs.forEach((input, index) => {
-      const r = parseEvent(input, { nowMicros });
+      let r: ParseResult;
+      try {
+        r = parseEvent(input, { nowMicros });
+      } catch (err) {
+        // parseEvent does not throw for any JSON value; should it anyway, this event is
+        // refused, not the request with the valid events in it (DESIGN §5).
+        app.log.error(err);
+        r = { ok: false, issues: [{ path: '', code: 'validation_failed', message: `validation failed: ${(err as Error)?.name}: ${(err as Error)?.message}` }] };
+      }
       if (r.ok) events.push(r.event);
       else {
         rejected.push({ index, issues: r.issues });
@@ -157,9 +190,17 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     }
     // A record may carry several events (the collector's `exchange` record: arrival +
     // settlement); a record is rejected when any of its events is, and its valid events are kept.
+    // A record the decoder already found unusable (too deep, a __proto__ key) is not mapped.
     const mapped: unknown[] = [];
     const recordOf: number[] = [];
+    const refused = new Map<number, EventIssue[]>();
     records.forEach((r, index) => {
+      if (r.issues) {
+        refused.set(index, [...r.issues]);
+        stats.rejected++;
+        for (const i of r.issues) stats.rejectedByCode[i.code] = (stats.rejectedByCode[i.code] ?? 0) + 1;
+        return;
+      }
       let out: unknown;
       try {
         out = options.mapOtlpRecord(r);
@@ -173,13 +214,13 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     });
     const validated = validate(mapped);
     const { events } = validated;
-    const rejected: RejectedRecord[] = [];
     for (const r of validated.rejected) {
       const index = recordOf[r.index]!;
-      const last = rejected[rejected.length - 1];
-      if (last && last.index === index) last.issues.push(...r.issues);
-      else rejected.push({ index, issues: [...r.issues] });
+      const issues = refused.get(index);
+      if (issues) issues.push(...r.issues);
+      else refused.set(index, [...r.issues]);
     }
+    const rejected: RejectedRecord[] = [...refused].sort((a, b) => a[0] - b[0]).map(([index, issues]) => ({ index, issues }));
     await deliver(events);
     const partial = rejected.length
       ? {

@@ -42,6 +42,51 @@ async function stored(where: string): Promise<number> {
   return row!.n;
 }
 
+/** `{"kvlistValue":{"values":[{"key":"k","value":` × n around a string value: an OTLP/JSON AnyValue n kvlists deep. */
+const deepKvlistJson = (n: number): string => '{"kvlistValue":{"values":[{"key":"k","value":'.repeat(n) + '{"stringValue":"x"}' + '}]}}'.repeat(n);
+
+function varint(n: number): number[] {
+  const out: number[] = [];
+  while (n > 0x7f) {
+    out.push((n & 0x7f) | 0x80);
+    n >>>= 7;
+  }
+  out.push(n);
+  return out;
+}
+const lengthDelimited = (field: number, body: Buffer): Buffer => Buffer.concat([Buffer.from([(field << 3) | 2, ...varint(body.length)]), body]);
+
+/**
+ * A protobuf ExportLogsServiceRequest with one `boot` log record (service `service`)
+ * whose attribute `deep` is an AnyValue `n` kvlists deep, written by hand (protobufjs
+ * would recurse to encode it). Each level is a prefix of what it wraps, so the prefixes
+ * are written outside in once their inner sizes are known.
+ */
+function deepProtobufRequest(service: string, n: number): Buffer {
+  const center = Buffer.from([0x0a, 0x01, 0x78]); // AnyValue { string_value: "x" }
+  // Inner to outer: the size of the AnyValue at each level, then its prefix.
+  const prefixes: Buffer[] = [];
+  let size = center.length;
+  for (let i = 0; i < n; i++) {
+    const kv = [0x0a, 0x01, 0x6b, 0x12, ...varint(size)]; // KeyValue { key: "k", value: <AnyValue> }
+    const kvSize = kv.length + size;
+    const kvl = [0x0a, ...varint(kvSize)]; // KeyValueList { values: [<KeyValue>] }
+    const kvlSize = kvl.length + kvSize;
+    const any = [0x32, ...varint(kvlSize)]; // AnyValue { kvlist_value: <KeyValueList> }
+    prefixes.push(Buffer.from([...any, ...kvl, ...kv]));
+    size = any.length + kvlSize;
+  }
+  const deep = Buffer.concat([...prefixes.reverse(), center]);
+  const time = Buffer.alloc(9);
+  time[0] = 0x09; // time_unix_nano, fixed64
+  time.writeBigUInt64LE(BigInt(Date.now()) * 1_000_000n, 1);
+  const attribute = lengthDelimited(6, Buffer.concat([lengthDelimited(1, Buffer.from('deep')), lengthDelimited(2, deep)]));
+  const record = Buffer.concat([time, lengthDelimited(12, Buffer.from('boot')), attribute]);
+  const serviceName = lengthDelimited(1, Buffer.concat([lengthDelimited(1, Buffer.from('service.name')), lengthDelimited(2, lengthDelimited(1, Buffer.from(service)))]));
+  const resourceLogs = Buffer.concat([lengthDelimited(1, serviceName), lengthDelimited(2, lengthDelimited(2, record))]);
+  return lengthDelimited(1, resourceLogs);
+}
+
 async function exportWith(kind: 'json' | 'proto', service: string): Promise<void> {
   const exporter =
     kind === 'json'
@@ -134,6 +179,89 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     expect(res.rawPayload.length).toBeGreaterThan(0);
   });
 
+  it('refuses a record with a value nested deeper than MAX_NESTING_DEPTH as too_deep and keeps the others (JSON)', async () => {
+    const ts = String(Date.now() * 1_000_000);
+    const record = (attributes: string, extra = '') => `{"timeUnixNano":"${ts}","eventName":"boot","attributes":[${attributes}]${extra}}`;
+    const pid = '{"key":"continuity.pid","value":{"intValue":"7"}}';
+    const body = `{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"otlp-deep"}}]},"scopeLogs":[{"logRecords":[${[
+      record(pid),
+      record(`{"key":"deep","value":${deepKvlistJson(20_000)}}`),
+      record(`{"key":"nearly","value":${deepKvlistJson(64)}}`),
+      record(`{"key":"list","value":${'{"arrayValue":{"values":['.repeat(65)}${']}}'.repeat(65)}}`),
+      record(pid, `,"body":${deepKvlistJson(65)}`),
+      record(pid, `,"eventName":${'['.repeat(50_000)}${']'.repeat(50_000)}`),
+      record('{"key":"continuity.pid","value":{"intValue":"8"}}'),
+    ].join(',')}]}]}]}`;
+    const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/json' }, payload: body });
+    expect(res.statusCode).toBe(200);
+    const partial = res.json().partialSuccess;
+    expect(partial.rejectedLogRecords).toBe(4);
+    expect(partial.errorMessage).toContain('record 1: attributes.deep too_deep: nested deeper than 64 levels');
+    expect(partial.errorMessage).toContain('record 3: attributes.list too_deep');
+    expect(partial.errorMessage).toContain('record 4: body too_deep');
+    expect(partial.errorMessage).toMatch(/record 5: eventName invalid_type/);
+    expect(partial.errorMessage).not.toMatch(/record [026]:/);
+    expect(await stored("service = 'otlp-deep'")).toBe(3);
+  });
+
+  it('refuses a record with a value nested too deeply, and keeps the others, in protobuf too', async () => {
+    const ok = (pid: string) =>
+      encodeOtlpRequest({
+        resourceLogs: [
+          {
+            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-deep-pb' } }] },
+            scopeLogs: [
+              { logRecords: [{ timeUnixNano: String(Date.now() * 1_000_000), eventName: 'boot', attributes: [{ key: 'continuity.pid', value: { intValue: pid } }] }] },
+            ],
+          },
+        ],
+      });
+    // Repeated fields concatenate: one request with five resourceLogs. 10 kvlists decode;
+    // 65 and 20,000 are beyond the decoder's limit of 100 nested messages.
+    const body = Buffer.concat([ok('1'), deepProtobufRequest('otlp-deep-pb', 10), deepProtobufRequest('otlp-deep-pb', 65), deepProtobufRequest('otlp-deep-pb', 20_000), ok('2')]);
+    const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/x-protobuf' }, payload: body });
+    expect(res.statusCode).toBe(200);
+    const answer = res.rawPayload.toString('latin1');
+    expect(answer).toContain('record 2: (record) too_deep: the LogRecord nests protobuf messages more than 100 deep');
+    expect(answer).toContain('record 3: (record) too_deep');
+    expect(answer).not.toMatch(/record [014]:/);
+    expect(await stored("service = 'otlp-deep-pb'")).toBe(3);
+    const [ten] = await t.store.query<{ deep: string }>("SELECT attrs['deep'] AS deep FROM events WHERE service = 'otlp-deep-pb' AND attrs['deep'] != ''");
+    expect(ten!.deep).toBe('{"k":'.repeat(10) + '"x"' + '}'.repeat(10));
+  });
+
+  it('refuses an attribute named __proto__ instead of letting it become the map\'s prototype', async () => {
+    const ts = String(Date.now() * 1_000_000);
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/logs',
+      headers: auth,
+      payload: {
+        resourceLogs: [
+          {
+            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-protokey' } }] },
+            scopeLogs: [
+              {
+                logRecords: [
+                  // No eventName: with a prototype from the attribute, event.name would read 'shutdown'.
+                  { timeUnixNano: ts, attributes: [{ key: '__proto__', value: { kvlistValue: { values: [{ key: 'event.name', value: { stringValue: 'shutdown' } }] } } }] },
+                  { timeUnixNano: ts, eventName: 'boot', attributes: [{ key: 'constructor', value: { stringValue: 'an ordinary name' } }] },
+                ],
+              },
+            ],
+          },
+        ],
+      },
+    });
+    expect(res.statusCode).toBe(200);
+    const partial = res.json().partialSuccess;
+    expect(partial.rejectedLogRecords).toBe(1);
+    expect(partial.errorMessage).toMatch(/^record 0: attributes.__proto__ forbidden_key/);
+    await transport.flush();
+    const rows = await t.store.query<{ event_type: string; attrs: Record<string, string> }>("SELECT event_type, attrs FROM events WHERE service = 'otlp-protokey'");
+    expect(rows).toEqual([{ event_type: 'boot', attrs: { constructor: 'an ordinary name' } }]);
+  });
+
   it('refuses malformed JSON and a wrong OTLP shape with 400 and a code', async () => {
     const bad = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"resourceLogs": [' });
     expect(bad.statusCode).toBe(400);
@@ -183,6 +311,44 @@ describe('POST /v1/events', () => {
     expect(body.rejected[2].issues[0].code).toBe('ts_in_future');
     expect(body.rejected[3].issues[0]).toMatchObject({ path: 'pid', code: 'invalid_type' });
     expect(await stored("service = 'mixed'")).toBe(1);
+  });
+
+  it('refuses an event with a field nested 100,000 deep as too_deep by its index, and keeps the others of the batch', async () => {
+    const n = 100_000;
+    const deep = `${JSON.stringify(boot({ service: 'deep-batch' })).slice(0, -1)},"deep":${'['.repeat(n)}${']'.repeat(n)}}`;
+    const payload = `[${JSON.stringify(boot({ service: 'deep-batch' }))},${deep},${JSON.stringify(boot({ service: 'deep-batch' }))}]`;
+    const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({
+      code: 'CONT_ERR_EVENT_INVALID',
+      accepted: 2,
+      rejected: [{ index: 1, issues: [{ path: 'deep', code: 'too_deep', message: expect.stringContaining('deeper than 64 levels') }] }],
+    });
+    expect(await stored("service = 'deep-batch'")).toBe(2);
+  });
+
+  it('refuses a body with a __proto__ key, or a constructor holding a prototype, naming the key and where', async () => {
+    const event = JSON.stringify(boot({ service: 'proto-body' }));
+    for (const [payload, key, path] of [
+      [`[${event.slice(0, -1)},"attrs":{"__proto__":{"polluted":"yes"}}}]`, '__proto__', '$[0].attrs'],
+      [`{"events":[${event.slice(0, -1)},"\\u005f_proto__":"x"}]}`, '__proto__', '$.events[0]'],
+      [`[${event.slice(0, -1)},"constructor":{"prototype":{"polluted":"yes"}}}]`, 'constructor', '$[0]'],
+    ] as const) {
+      const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload });
+      expect(res.statusCode, payload).toBe(400);
+      expect(res.json(), payload).toEqual({
+        code: 'CONT_ERR_BAD_REQUEST',
+        message: expect.stringMatching(new RegExp(`"${key}" key.* at \\${path.replace(/[[\].]/g, '\\$&')}; .*prototype-poisoning`)),
+        fix: expect.any(String),
+        details: { key, path },
+      });
+    }
+    // A constructor field that holds no prototype is an ordinary unknown field, kept in attrs.
+    const ok = await app.inject({ method: 'POST', url: '/v1/events', headers: auth, payload: [boot({ service: 'proto-body', constructor: 'c' })] });
+    expect(ok.statusCode).toBe(200);
+    expect(await stored("service = 'proto-body' AND attrs['constructor'] = 'c'")).toBe(1);
+    const malformed = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload: '[{"a":' });
+    expect(malformed.json()).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', message: expect.stringContaining('the body is not valid JSON: ') });
   });
 
   it('refuses a body that is not a list of events', async () => {

@@ -1,4 +1,5 @@
 import protobuf from 'protobufjs';
+import { MAX_NESTING_DEPTH, type EventIssue } from '../../schema/index.ts';
 
 /**
  * OTLP/HTTP logs decoding (OpenTelemetry Protocol specification, "OTLP/HTTP":
@@ -32,10 +33,26 @@ const PROTO_SOURCES = [
    message ExportLogsPartialSuccess { int64 rejected_log_records = 1; string error_message = 2; }`,
 ];
 
+/**
+ * The same request with each `Resource` and `LogRecord` left as bytes (a message and a
+ * `bytes` field share wire type 2, so these read any conforming request). The request is
+ * decoded in two layers: the outer one cannot recurse deeply, and each resource and record
+ * is then decoded on its own, so one nested too deeply to decode is refused alone instead
+ * of failing the whole request.
+ */
+const SHALLOW_SOURCE = `syntax = "proto3"; package continuity.otlp.shallow;
+   message ExportLogsServiceRequest { repeated ResourceLogs resource_logs = 1; }
+   message ResourceLogs { bytes resource = 1; repeated ScopeLogs scope_logs = 2; }
+   message ScopeLogs { repeated bytes log_records = 2; }`;
+
 const root = new protobuf.Root();
-for (const source of PROTO_SOURCES) protobuf.parse(source, root, { keepCase: false });
+for (const source of [...PROTO_SOURCES, SHALLOW_SOURCE]) protobuf.parse(source, root, { keepCase: false });
 const ExportLogsServiceRequest = root.lookupType('opentelemetry.proto.collector.logs.v1.ExportLogsServiceRequest');
 const ExportLogsServiceResponse = root.lookupType('opentelemetry.proto.collector.logs.v1.ExportLogsServiceResponse');
+const ShallowRequest = root.lookupType('continuity.otlp.shallow.ExportLogsServiceRequest');
+const Resource = root.lookupType('opentelemetry.proto.resource.v1.Resource');
+const LogRecord = root.lookupType('opentelemetry.proto.logs.v1.LogRecord');
+const TO_OBJECT: protobuf.IConversionOptions = { longs: String, bytes: String, defaults: false, oneofs: false, arrays: true };
 
 /** Encodes an ExportLogsServiceResponse (protobuf), with partial success when records were rejected. */
 export function encodeOtlpResponse(partial?: { rejectedLogRecords: number; errorMessage: string }): Buffer {
@@ -57,6 +74,16 @@ export interface OtlpLogRecord {
   readonly attributes: Readonly<Record<string, unknown>>;
   readonly resource: Readonly<Record<string, unknown>>;
   readonly body: unknown;
+  /**
+   * Why the record cannot be taken as decoded, when it cannot: an `AnyValue` (attribute
+   * value or body) nested more than `MAX_NESTING_DEPTH` arrays and kvlists deep, or too
+   * deeply to decode at all (`too_deep`); an attribute named `__proto__`
+   * (`forbidden_key`); `eventName` or a time that is not a string or number
+   * (`invalid_type`). Paths are the record's (`attributes.<key>`,
+   * `resource.attributes.<key>`, `body`, `eventName`). The gateway refuses such a record
+   * with these issues and keeps the others of the request. Absent when there are none.
+   */
+  readonly issues?: readonly EventIssue[];
 }
 
 /** A structural problem with the request as a whole (not with one record). */
@@ -65,23 +92,54 @@ export class OtlpShapeError extends Error {
 }
 
 /**
- * Decodes a binary protobuf ExportLogsServiceRequest.
+ * Decodes a binary protobuf ExportLogsServiceRequest. A resource or log record that nests
+ * protobuf messages deeper than the decoder allows (protobufjs `Reader.recursionLimit`,
+ * 100 like protoc's default; an AnyValue costs 2 messages per array level and 3 per
+ * kvlist level, so about 32 kvlists) is not an error of the request: its records carry a
+ * `too_deep` issue ({@link OtlpLogRecord.issues}) and the others are kept.
  * @throws OtlpShapeError when the bytes are not a valid message.
  */
 export function decodeOtlpProtobuf(bytes: Uint8Array): OtlpLogRecord[] {
-  let message: protobuf.Message;
+  let shallow: { resourceLogs?: Array<{ resource?: Uint8Array; scopeLogs?: Array<{ logRecords?: Uint8Array[] }> }> };
   try {
-    message = ExportLogsServiceRequest.decode(bytes);
+    shallow = ShallowRequest.decode(bytes) as unknown as typeof shallow;
   } catch (err) {
     throw new OtlpShapeError(`not an OTLP ExportLogsServiceRequest: ${(err as Error).message}`);
   }
-  const obj = ExportLogsServiceRequest.toObject(message, { longs: String, bytes: String, defaults: false, oneofs: false, arrays: true });
-  return flatten(obj);
+  const resourceLogs = (shallow.resourceLogs ?? []).map((rl) => ({
+    resource: decodePart(Resource, rl.resource),
+    scopeLogs: (rl.scopeLogs ?? []).map((sl) => ({ logRecords: (sl.logRecords ?? []).map((r) => decodePart(LogRecord, r)) })),
+  }));
+  return flatten({ resourceLogs });
+}
+
+/** A resource or log record the protobuf decoder refused for its nesting depth. */
+class Undecodable {
+  constructor(readonly issue: EventIssue) {}
+}
+
+function decodePart(type: protobuf.Type, bytes: Uint8Array | undefined): unknown {
+  if (bytes === undefined || bytes.length === 0) return {};
+  try {
+    return type.toObject(type.decode(bytes), TO_OBJECT);
+  } catch (err) {
+    const message = (err as Error)?.message ?? '';
+    // protobufjs's own limit, or (should it lack one) the stack running out.
+    if (message === 'maximum nesting depth exceeded' || (err instanceof RangeError && /call stack/i.test(message))) {
+      return new Undecodable({
+        path: '',
+        code: 'too_deep',
+        message: `the ${type.name} nests protobuf messages more than ${protobuf.Reader.recursionLimit} deep, the decoder's limit (about 32 levels of kvlistValue)`,
+      });
+    }
+    throw new OtlpShapeError(`not an OTLP ExportLogsServiceRequest: ${type.name}: ${message}`);
+  }
 }
 
 /**
  * Reads an OTLP/JSON ExportLogsServiceRequest (lowerCamelCase field names; the spec
- * also allows the original snake_case names, accepted too).
+ * also allows the original snake_case names, accepted too). Records whose values are
+ * too deep, or otherwise unusable, carry {@link OtlpLogRecord.issues}.
  * @throws OtlpShapeError when `resourceLogs` is missing or not an array.
  */
 export function decodeOtlpJson(body: unknown): OtlpLogRecord[] {
@@ -99,25 +157,44 @@ function field(obj: unknown, camel: string, snake: string): unknown {
 
 function flatten(req: unknown): OtlpLogRecord[] {
   const out: OtlpLogRecord[] = [];
-  const resourceLogs = (field(req, 'resourceLogs', 'resource_logs') ?? []) as unknown[];
+  const resourceLogs = field(req, 'resourceLogs', 'resource_logs');
+  if (!Array.isArray(resourceLogs)) return out;
   for (const rl of resourceLogs) {
-    const resource = kvList(field(field(rl, 'resource', 'resource'), 'attributes', 'attributes'));
+    const resourceIssues: EventIssue[] = [];
+    const res = field(rl, 'resource', 'resource');
+    if (res instanceof Undecodable) resourceIssues.push({ ...res.issue, path: 'resource' });
+    const resource = attributeMap(field(res, 'attributes', 'attributes'), 'resource.attributes', resourceIssues);
     const scopeLogs = field(rl, 'scopeLogs', 'scope_logs');
     if (!Array.isArray(scopeLogs)) continue;
     for (const sl of scopeLogs) {
       const records = field(sl, 'logRecords', 'log_records');
       if (!Array.isArray(records)) continue;
       for (const rec of records) {
-        const attributes = kvList(field(rec, 'attributes', 'attributes'));
-        const time = String(field(rec, 'timeUnixNano', 'time_unix_nano') ?? '0');
-        const observed = String(field(rec, 'observedTimeUnixNano', 'observed_time_unix_nano') ?? '0');
-        const eventName = String(field(rec, 'eventName', 'event_name') ?? attributes['event.name'] ?? '');
+        const issues = [...resourceIssues];
+        if (rec instanceof Undecodable) {
+          issues.push(rec.issue);
+          out.push({ timeUnixNano: '0', eventName: '', attributes: Object.create(null) as Record<string, unknown>, resource, body: undefined, issues });
+          continue;
+        }
+        const attributes = attributeMap(field(rec, 'attributes', 'attributes'), 'attributes', issues);
+        const time = scalarText(field(rec, 'timeUnixNano', 'time_unix_nano'), 'timeUnixNano', issues) ?? '0';
+        const observed = scalarText(field(rec, 'observedTimeUnixNano', 'observed_time_unix_nano'), 'observedTimeUnixNano', issues) ?? '0';
+        const eventName =
+          scalarText(field(rec, 'eventName', 'event_name'), 'eventName', issues) ?? scalarText(attributes['event.name'], 'attributes.event.name', issues) ?? '';
+        let body: unknown;
+        try {
+          body = anyValue(field(rec, 'body', 'body'), 0);
+        } catch (err) {
+          if (!(err instanceof AnyValueIssue)) throw err;
+          issues.push({ path: 'body', code: err.code, message: err.message });
+        }
         out.push({
           timeUnixNano: time !== '0' && time !== '' ? time : observed,
           eventName,
           attributes,
           resource,
-          body: anyValue(field(rec, 'body', 'body')),
+          body,
+          ...(issues.length > 0 ? { issues } : {}),
         });
       }
     }
@@ -125,33 +202,104 @@ function flatten(req: unknown): OtlpLogRecord[] {
   return out;
 }
 
-function kvList(list: unknown): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+/** Thrown by {@link anyValue} for a value it cannot take; caught per attribute (or body), so it never leaves this module. */
+class AnyValueIssue extends Error {
+  constructor(
+    readonly code: 'too_deep' | 'invalid_type',
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * A record's or resource's attributes as a map without a prototype, so that no key can
+ * reach one. A key named `__proto__` is refused all the same (`forbidden_key`):
+ * downstream code copies attributes onto ordinary objects, where it would be lost or
+ * replace their prototype. A value nested too deeply is refused by its key (`too_deep`).
+ */
+function attributeMap(list: unknown, path: string, issues: EventIssue[]): Record<string, unknown> {
+  const out = Object.create(null) as Record<string, unknown>;
   if (!Array.isArray(list)) return out;
   for (const kv of list) {
     const key = field(kv, 'key', 'key');
-    if (typeof key === 'string') out[key] = anyValue(field(kv, 'value', 'value'));
+    if (typeof key !== 'string') continue;
+    if (key === '__proto__') {
+      issues.push({ path: `${path}.__proto__`, code: 'forbidden_key', message: 'an attribute named __proto__ is refused (it would replace the prototype of the map it is copied to); rename it' });
+      continue;
+    }
+    try {
+      out[key] = anyValue(field(kv, 'value', 'value'), 0);
+    } catch (err) {
+      if (!(err instanceof AnyValueIssue)) throw err;
+      issues.push({ path: `${path}.${key}`, code: err.code, message: err.message });
+    }
   }
   return out;
 }
 
-/** Converts an OTLP AnyValue (JSON or decoded protobuf) to a plain value; int64 as a number when safe. */
-function anyValue(v: unknown): unknown {
+/** A nested kvlist as a map without a prototype (any key, `__proto__` too, is an ordinary one there). */
+function kvList(list: unknown, depth: number): Record<string, unknown> {
+  const out = Object.create(null) as Record<string, unknown>;
+  if (!Array.isArray(list)) return out;
+  for (const kv of list) {
+    const key = field(kv, 'key', 'key');
+    if (typeof key === 'string') out[key] = anyValue(field(kv, 'value', 'value'), depth);
+  }
+  return out;
+}
+
+/**
+ * Converts an OTLP AnyValue (JSON or decoded protobuf) to a plain value; int64 as a
+ * number when safe. `outer` counts the arrays and kvlists around the value: recursion
+ * stops at {@link MAX_NESTING_DEPTH}, so no input can exhaust the stack here.
+ * @throws AnyValueIssue `too_deep` for an array or kvlist that would be nested deeper
+ *   than that; `invalid_type` for a string, int, double or bytes value that is an
+ *   object or array in the JSON (converting it would walk it, recursively).
+ */
+function anyValue(v: unknown, outer: number): unknown {
   if (typeof v !== 'object' || v === null) return undefined;
   const o = v as Record<string, unknown>;
-  if ('stringValue' in o || 'string_value' in o) return String(o.stringValue ?? o.string_value);
+  if ('stringValue' in o || 'string_value' in o) return String(scalar(o.stringValue ?? o.string_value));
   if ('boolValue' in o || 'bool_value' in o) return Boolean(o.boolValue ?? o.bool_value);
   if ('intValue' in o || 'int_value' in o) {
-    const n = Number(o.intValue ?? o.int_value);
-    return Number.isSafeInteger(n) ? n : String(o.intValue ?? o.int_value);
+    const raw = scalar(o.intValue ?? o.int_value);
+    const n = Number(raw);
+    return Number.isSafeInteger(n) ? n : String(raw);
   }
-  if ('doubleValue' in o || 'double_value' in o) return Number(o.doubleValue ?? o.double_value);
+  if ('doubleValue' in o || 'double_value' in o) return Number(scalar(o.doubleValue ?? o.double_value));
   const arr = field(o, 'arrayValue', 'array_value');
-  if (arr !== undefined) return ((field(arr, 'values', 'values') ?? []) as unknown[]).map(anyValue);
+  if (arr !== undefined) {
+    if (outer >= MAX_NESTING_DEPTH) throw tooDeep();
+    const values = field(arr, 'values', 'values');
+    return Array.isArray(values) ? values.map((x) => anyValue(x, outer + 1)) : [];
+  }
   const kvl = field(o, 'kvlistValue', 'kvlist_value');
-  if (kvl !== undefined) return kvList(field(kvl, 'values', 'values'));
+  if (kvl !== undefined) {
+    if (outer >= MAX_NESTING_DEPTH) throw tooDeep();
+    return kvList(field(kvl, 'values', 'values'), outer + 1);
+  }
   const bytes = field(o, 'bytesValue', 'bytes_value');
-  if (bytes !== undefined) return String(bytes);
+  if (bytes !== undefined) return String(scalar(bytes));
+  return undefined;
+}
+
+function tooDeep(): AnyValueIssue {
+  return new AnyValueIssue('too_deep', `nested deeper than ${MAX_NESTING_DEPTH} levels of arrayValue and kvlistValue`);
+}
+
+/** A JSON scalar as it is. */
+function scalar(v: unknown): unknown {
+  if (typeof v === 'object' && v !== null) throw new AnyValueIssue('invalid_type', `expected a scalar value, received ${Array.isArray(v) ? 'an array' : 'an object'}`);
+  return v;
+}
+
+/** A string or number field as text; undefined when absent; an issue when it is anything else. */
+function scalarText(v: unknown, path: string, issues: EventIssue[]): string | undefined {
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean') return String(v);
+  issues.push({ path, code: 'invalid_type', message: `expected a string or number, received ${Array.isArray(v) ? 'an array' : typeof v}` });
   return undefined;
 }
 
