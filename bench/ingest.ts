@@ -273,7 +273,7 @@ async function produce(brokers: string[], topic: string, seed: string, n: number
     return events;
   };
   const made = options.rate ? [] : makeChunks(seed, n, chunk);
-  const inFlight = new Set<Promise<void>>();
+  const inFlight = new Set<Promise<unknown>>();
   const cpu0 = process.cpuUsage();
   const t0 = Date.now();
   for (let from = 0, k = 0; from < n; from += chunk, k++) {

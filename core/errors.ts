@@ -149,6 +149,18 @@ export const ERROR_CODES = {
     httpStatus: 404,
     fix: 'Check the method and path: the gateway takes POST /v1/logs (OTLP/HTTP) and POST /v1/events, GET /healthz and GET /readyz; `continuity serve` adds the read API: GET /api/queries, GET /api/queries/<name>, GET /api/report and POST /api/sql.',
   },
+  CONT_ERR_EVENT_TOO_LARGE: {
+    message: 'an event is larger than the ingest pipeline carries',
+    retriable: false,
+    httpStatus: 413,
+    fix: 'Make the event smaller (usually a long value in attrs): in front of Kafka an event may be at most KAFKA_MAX_MESSAGE_BYTES (1 MiB by default) as JSON, the limit the consumer applies, and its record must fit the topic\'s max.message.bytes; each refused event\'s issue names its size and the limit. Raising the limit means raising both (docs/ingest-kafka.md). The other events of the request were kept: do not resend them.',
+  },
+  CONT_ERR_EVENT_REFUSED: {
+    message: 'Kafka refused an event for good',
+    retriable: false,
+    httpStatus: 400,
+    fix: 'The broker refused the record itself (INVALID_RECORD or CORRUPT_MESSAGE, named in the event\'s issue) and sending it again would meet the same answer. Check the topic\'s configuration (cleanup.policy, message.timestamp.*) and the broker log. The other events of the request were kept: do not resend them.',
+  },
 } as const satisfies Record<string, ErrorSpec>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -4,7 +4,7 @@ export type { BatchBody, BatchSink, BatchWriter, BatchWriterOptions, BatchWriter
 export { contentToken, createStoreSink } from './writer/store-sink.ts';
 export type { StoreSink, StoreSinkOptions, StoreSinkStats } from './writer/store-sink.ts';
 export { createGateway } from './gateway/app.ts';
-export type { EventSink, GatewayOptions, GatewayStats, OtlpRecordMapper, RejectedRecord } from './gateway/app.ts';
+export type { EventRefusal, EventSink, GatewayOptions, GatewayStats, OtlpRecordMapper, RejectedRecord } from './gateway/app.ts';
 export { mapOtlpRecord } from './gateway/otlp-map.ts';
 export { createInProcessTransport } from './transport/in-process.ts';
 export type { InProcessTransport, InProcessTransportOptions } from './transport/in-process.ts';

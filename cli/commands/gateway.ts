@@ -22,8 +22,9 @@ interface GatewayFlags {
 /**
  * `continuity gateway [--host 127.0.0.1] [--port 4318] [--token T]`: the ingest
  * gateway (OTLP/HTTP logs, JSON events) producing to the Kafka topic (KAFKA_BROKERS).
- * It answers 503 with Retry-After while Kafka cannot take events. SIGINT/SIGTERM:
- * stop accepting, wait for Kafka's acknowledgements, exit.
+ * It answers 503 with Retry-After while Kafka cannot take events, and refuses an
+ * event over KAFKA_MAX_MESSAGE_BYTES for good (413, or listed in a partial 400).
+ * SIGINT/SIGTERM: stop accepting, wait for Kafka's acknowledgements, exit.
  */
 export function registerGateway(program: Command): void {
   program

@@ -17,14 +17,32 @@ const OTLP_MEDIA_TYPES = ['application/json', 'application/x-protobuf', 'applica
 /** Media types `POST /v1/events` takes. */
 const JSON_MEDIA_TYPES = ['application/json'] as const;
 
+/**
+ * An event a sink refused for good: sending it again cannot help, so the gateway
+ * reports it at its index like an invalid event, and the request's other events stay
+ * taken.
+ */
+export interface EventRefusal {
+  /** Index in the array given to {@link EventSink.accept}. */
+  readonly index: number;
+  /**
+   * Why, with path `''` and code `too_large` (more bytes than the transport carries:
+   * the message names the size and the limit) or `kafka_refused` (the broker refused
+   * the record itself; the message names its error).
+   */
+  readonly issue: EventIssue;
+}
+
 /** Where accepted events go: the batching writer (embedded) or a Kafka producer. */
 export interface EventSink {
   /**
-   * Takes validated events. Resolves once they are queued for writing (backpressure
-   * is applied by awaiting). Rejects with a retriable ContinuityError when the
-   * pipeline cannot take them (the gateway answers 503 with Retry-After).
+   * Takes validated events. Resolves once they are taken (queued for writing, or
+   * acknowledged by Kafka; backpressure is applied by awaiting), with the events it
+   * refused for good, if any: every other event was taken. Rejects with a retriable
+   * ContinuityError when the pipeline cannot take them (the gateway answers 503
+   * with Retry-After); some of them may have been taken all the same.
    */
-  accept(events: readonly ContinuityEvent[]): Promise<void>;
+  accept(events: readonly ContinuityEvent[]): Promise<readonly EventRefusal[] | void>;
   /** False while the sink cannot take events (readiness probe). */
   ready(): boolean;
 }
@@ -52,9 +70,13 @@ export interface RejectedRecord {
 
 /** Gateway counters, for /readyz and status. */
 export interface GatewayStats {
+  /** Ingest requests that reached their handler. */
   requests: number;
+  /** Events the sink took. */
   accepted: number;
+  /** Events refused for good: invalid, or refused by the sink (too large, refused by Kafka). */
   rejected: number;
+  /** `rejected` by issue code (an invalid event counts once per issue). */
   rejectedByCode: Record<string, number>;
 }
 
@@ -76,6 +98,12 @@ export interface GatewayStats {
  *   `parseJsonBody`: a `__proto__` key (or a `constructor` key holding `prototype`)
  *   anywhere refuses the whole body with 400 `CONT_ERR_BAD_REQUEST` naming the key
  *   and its place (`details.key`, `details.path`).
+ * - Events the sink refuses for good ({@link EventRefusal}: more bytes than Kafka
+ *   carries, or a record the broker refuses) are listed the same way, issue code
+ *   `too_large` or `kafka_refused`: on `/v1/events` a 400 (`CONT_ERR_EVENT_TOO_LARGE`
+ *   or `CONT_ERR_EVENT_REFUSED` when no event was invalid), or 413
+ *   `CONT_ERR_EVENT_TOO_LARGE` when every event of the request was refused for its
+ *   size; on `/v1/logs` partial success as for invalid records. Neither is retriable.
  * - `GET /healthz` (process up) and `GET /readyz` (sink ready).
  * Errors are `{ code, message, fix, details }` with the registry's status: 400
  * malformed, 401 missing token, 404 unknown method and path (`CONT_ERR_NOT_FOUND`,
@@ -141,8 +169,14 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   // After authorize, so a caller without the token learns nothing about the route.
   const accepts = (types: readonly string[]) => async (req: FastifyRequest): Promise<void> => assertMediaType(req.headers, types);
 
-  const validate = (inputs: readonly unknown[]): { events: ContinuityEvent[]; rejected: RejectedRecord[] } => {
+  const countRejected = (issues: readonly EventIssue[]): void => {
+    for (const i of issues) stats.rejectedByCode[i.code] = (stats.rejectedByCode[i.code] ?? 0) + 1;
+  };
+
+  /** The valid events, the invalid inputs, and where each valid event sits in `inputs`. */
+  const validate = (inputs: readonly unknown[]): { events: ContinuityEvent[]; rejected: RejectedRecord[]; inputIndex: number[] } => {
     const events: ContinuityEvent[] = [];
+    const inputIndex: number[] = [];
     const rejected: RejectedRecord[] = [];
     const nowMicros = now();
     inputs.forEach((input, index) => {
@@ -155,21 +189,28 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
         app.log.error(err);
         r = { ok: false, issues: [{ path: '', code: 'validation_failed', message: `validation failed: ${(err as Error)?.name}: ${(err as Error)?.message}` }] };
       }
-      if (r.ok) events.push(r.event);
-      else {
+      if (r.ok) {
+        events.push(r.event);
+        inputIndex.push(index);
+      } else {
         rejected.push({ index, issues: r.issues });
-        for (const i of r.issues) stats.rejectedByCode[i.code] = (stats.rejectedByCode[i.code] ?? 0) + 1;
+        countRejected(r.issues);
       }
     });
-    stats.accepted += events.length;
     stats.rejected += rejected.length;
-    return { events, rejected };
+    return { events, rejected, inputIndex };
   };
 
-  const deliver = async (events: ContinuityEvent[]): Promise<void> => {
-    if (events.length === 0) return;
+  /** Hands `events` to the sink; @returns the ones it refused for good, at their index in the inputs. */
+  const deliver = async (events: ContinuityEvent[], inputIndex: readonly number[]): Promise<RejectedRecord[]> => {
+    if (events.length === 0) return [];
     if (!options.sink.ready()) throw new ContinuityError('CONT_ERR_INGEST_UNAVAILABLE', 'the sink is not ready');
-    await options.sink.accept(events);
+    const refusals = await options.sink.accept(events);
+    const refused = (refusals ?? []).map((r) => ({ index: inputIndex[r.index]!, issues: [r.issue] }));
+    for (const r of refused) countRejected(r.issues);
+    stats.accepted += events.length - refused.length;
+    stats.rejected += refused.length;
+    return refused;
   };
 
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -198,7 +239,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
       if (r.issues) {
         refused.set(index, [...r.issues]);
         stats.rejected++;
-        for (const i of r.issues) stats.rejectedByCode[i.code] = (stats.rejectedByCode[i.code] ?? 0) + 1;
+        countRejected(r.issues);
         return;
       }
       let out: unknown;
@@ -212,16 +253,15 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
         recordOf.push(index);
       }
     });
-    const validated = validate(mapped);
-    const { events } = validated;
-    for (const r of validated.rejected) {
+    const { events, rejected: invalid, inputIndex } = validate(mapped);
+    const delivered = await deliver(events, inputIndex);
+    for (const r of byIndex(invalid, delivered)) {
       const index = recordOf[r.index]!;
       const issues = refused.get(index);
       if (issues) issues.push(...r.issues);
       else refused.set(index, [...r.issues]);
     }
     const rejected: RejectedRecord[] = [...refused].sort((a, b) => a[0] - b[0]).map(([index, issues]) => ({ index, issues }));
-    await deliver(events);
     const partial = rejected.length
       ? {
           rejectedLogRecords: rejected.length,
@@ -242,16 +282,28 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     const body = req.body as unknown;
     const list = Array.isArray(body) ? body : (body as { events?: unknown } | null)?.events;
     if (!Array.isArray(list)) throw new ContinuityError('CONT_ERR_BAD_REQUEST', 'expected a JSON array of events or { "events": [...] }');
-    const { events, rejected } = validate(list);
-    await deliver(events);
-    if (rejected.length > 0) {
-      const err = new ContinuityError('CONT_ERR_EVENT_INVALID', `${rejected.length} of ${list.length} event(s) refused; the others were accepted`);
-      return reply.status(400).send({ ...err.toJSON(), accepted: events.length, rejected });
+    const { events, rejected: invalid, inputIndex } = validate(list);
+    const refused = await deliver(events, inputIndex);
+    const accepted = events.length - refused.length;
+    if (invalid.length > 0 || refused.length > 0) {
+      const rejected = byIndex(invalid, refused);
+      const code =
+        invalid.length > 0 ? 'CONT_ERR_EVENT_INVALID' : refused.every((r) => r.issues[0]?.code === 'too_large') ? 'CONT_ERR_EVENT_TOO_LARGE' : 'CONT_ERR_EVENT_REFUSED';
+      const err = new ContinuityError(code, `${rejected.length} of ${list.length} event(s) refused${accepted > 0 ? '; the others were accepted' : ''}`);
+      // A request refused whole for its events' size is a 413 (RFC 9110 §15.5.14); a
+      // partial one keeps the 400 that lists what to fix and tells not to resend.
+      const status = code === 'CONT_ERR_EVENT_TOO_LARGE' && accepted === 0 ? 413 : 400;
+      return reply.status(status).send({ ...err.toJSON(), accepted, rejected });
     }
-    return reply.status(200).send({ accepted: events.length });
+    return reply.status(200).send({ accepted });
   });
 
   return { app, stats };
+}
+
+/** Two lists of refused inputs, each in input order, as one in input order. */
+function byIndex(a: readonly RejectedRecord[], b: readonly RejectedRecord[]): RejectedRecord[] {
+  return b.length === 0 ? [...a] : [...a, ...b].sort((x, y) => x.index - y.index);
 }
 
 function sendError(reply: FastifyReply, err: ContinuityError): FastifyReply {

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openTestStore, type TestStore } from '../../test/helpers/store.ts';
 import { createInProcessTransport, type InProcessTransport } from '../transport/in-process.ts';
-import { createGateway } from './app.ts';
+import { createGateway, type EventSink } from './app.ts';
 import { encodeOtlpRequest } from './otlp.ts';
 import { mapOtlpRecord } from './otlp-map.ts';
 
@@ -467,3 +467,59 @@ describe('access and health', () => {
     expect(ready.json()).toMatchObject({ status: 'ready' });
   });
 });
+
+describe('events a sink refuses for good', () => {
+  /** A sink that takes everything except boot events with pid 13 (too large) or 14 (refused by the broker). */
+  const refusing: EventSink = {
+    ready: () => true,
+    accept: async (events) =>
+      events.flatMap((e, index) =>
+        e.event_type === 'boot' && (e.pid === 13 || e.pid === 14)
+          ? [{ index, issue: e.pid === 13 ? { path: '', code: 'too_large', message: 'the event is 2097152 bytes as JSON; the limit is 1048576' } : { path: '', code: 'kafka_refused', message: 'Kafka refused the event (INVALID_RECORD)' } }]
+          : [],
+      ),
+  };
+
+  it('lists each refused event at its index in the request: 413 when the sink took none for their size, else the partial 400', async () => {
+    const { app: gw, stats } = await createGateway({ sink: refusing, mapOtlpRecord });
+    try {
+      const mixed = await gw.inject({ method: 'POST', url: '/v1/events', payload: [boot(), { ...boot(), event_type: 'heartbeat' }, boot({ pid: 13 }), boot(), boot({ pid: 14 })] });
+      expect(mixed.statusCode).toBe(400);
+      expect(mixed.json()).toMatchObject({ code: 'CONT_ERR_EVENT_INVALID', accepted: 2 });
+      expect(mixed.json().rejected).toEqual([
+        { index: 1, issues: [expect.objectContaining({ code: 'unknown_event_type' })] },
+        { index: 2, issues: [expect.objectContaining({ code: 'too_large' })] },
+        { index: 4, issues: [expect.objectContaining({ code: 'kafka_refused' })] },
+      ]);
+
+      const tooLarge = await gw.inject({ method: 'POST', url: '/v1/events', payload: [boot({ pid: 13 }), boot({ pid: 13 })] });
+      expect(tooLarge.statusCode).toBe(413);
+      expect(tooLarge.headers['retry-after']).toBeUndefined();
+      expect(tooLarge.json()).toMatchObject({ code: 'CONT_ERR_EVENT_TOO_LARGE', accepted: 0, rejected: [{ index: 0 }, { index: 1 }] });
+
+      const partial = await gw.inject({ method: 'POST', url: '/v1/events', payload: [boot(), boot({ pid: 13 })] });
+      expect(partial.statusCode).toBe(400);
+      expect(partial.json()).toMatchObject({ code: 'CONT_ERR_EVENT_TOO_LARGE', accepted: 1, rejected: [{ index: 1 }] });
+
+      const refused = await gw.inject({ method: 'POST', url: '/v1/events', payload: [boot({ pid: 14 })] });
+      expect(refused.statusCode).toBe(400);
+      expect(refused.json()).toMatchObject({ code: 'CONT_ERR_EVENT_REFUSED', accepted: 0, rejected: [{ index: 0 }] });
+
+      // OTLP keeps its convention: the refused records are a partial success.
+      const ts = String(Date.now() * 1_000_000);
+      const record = (pid: number) => ({ timeUnixNano: ts, eventName: 'boot', attributes: [{ key: 'continuity.pid', value: { intValue: String(pid) } }] });
+      const otlp = await gw.inject({
+        method: 'POST',
+        url: '/v1/logs',
+        payload: { resourceLogs: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'refusals' } }] }, scopeLogs: [{ logRecords: [record(9), record(13), record(9)] }] }] },
+      });
+      expect(otlp.statusCode).toBe(200);
+      expect(otlp.json().partialSuccess).toMatchObject({ rejectedLogRecords: 1, errorMessage: expect.stringMatching(/^record 1: \(record\) too_large/) });
+      expect(stats).toMatchObject({ accepted: 2 + 0 + 1 + 0 + 2, rejected: 3 + 2 + 1 + 1 + 1 });
+      expect(stats.rejectedByCode).toMatchObject({ too_large: 5, kafka_refused: 2 });
+    } finally {
+      await gw.close();
+    }
+  });
+});
+

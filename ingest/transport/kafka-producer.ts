@@ -1,12 +1,13 @@
-import { CompressionTypes, Partitioners, type Admin, type ICustomPartitioner, type Kafka, type Message, type Producer } from 'kafkajs';
+import kafkajs, { CompressionTypes, Partitioners, type Admin, type ICustomPartitioner, type Kafka, type Message, type Producer } from 'kafkajs';
 import type { KafkaConfig } from '../../core/config.ts';
 import { ContinuityError } from '../../core/errors.ts';
-import type { ContinuityEvent } from '../../schema/index.ts';
-import type { EventSink } from '../gateway/app.ts';
+import type { ContinuityEvent, EventIssue } from '../../schema/index.ts';
+import type { EventRefusal, EventSink } from '../gateway/app.ts';
 import { createKafka, ensureTopics, type KafkaLogLevel } from './kafka.ts';
 
 /** Options of {@link createKafkaProducerSink}. */
 export interface KafkaProducerSinkOptions {
+  /** The cluster and topic; `kafka.maxMessageBytes` (KAFKA_MAX_MESSAGE_BYTES) is the largest event it takes, as JSON bytes. */
   kafka: KafkaConfig;
   /** Default `continuity-gateway`. */
   clientId?: string;
@@ -18,8 +19,22 @@ export interface KafkaProducerSinkOptions {
   maxQueuedEvents?: number;
   /** Events per produce request (default 10,000); queued requests are coalesced up to this. */
   maxBatchEvents?: number;
-  /** Value bytes per produce request (default 4 MiB). */
+  /**
+   * Bytes per produce request before compression, counted as the records' encoded
+   * size (value, key and {@link RECORD_FRAMING_BYTES}) (default 4 MiB). A request is
+   * also kept within what one record batch of the topic may hold
+   * (`maxRecordBatchBytes`, less the batch header and the most gzip can add), so no
+   * partition's batch can be over the broker's limit; an event larger than that goes
+   * in a request of its own.
+   */
   maxBatchBytes?: number;
+  /**
+   * The largest record batch the broker takes on the topic, bytes: the topic's
+   * `max.message.bytes` (the broker's `message.max.bytes` unless the topic sets its
+   * own). Default: read from the broker each time the producer connects; Kafka's
+   * default, 1,048,588, until then or when it cannot be read.
+   */
+  maxRecordBatchBytes?: number;
   /**
    * Retries of one produce request inside kafkajs (default 5: about 8 s of backoff),
    * which is how long a request may wait through a broker restart before it fails.
@@ -38,16 +53,30 @@ export interface KafkaProducerStats {
   /** Produce requests that succeeded / failed. */
   sends: number;
   failedSends: number;
-  /** Events refused with 503 without being sent (Kafka down recently, or the queue full). */
+  /**
+   * Events refused with a retriable 503: Kafka failed recently, the queue was full,
+   * or their send failed (those may be in Kafka all the same).
+   */
   refusedEvents: number;
+  /**
+   * Events refused for good: over `kafka.maxMessageBytes` as JSON (never sent), or
+   * refused by the broker when sent alone (too large, or an invalid record).
+   */
+  rejectedEvents: number;
+  /** Produce requests the broker refused as data and the sink split in two to find the events it refuses. */
+  splits: number;
   /** Events accepted and waiting for Kafka's acknowledgement. */
   queuedEvents: number;
+  /** The topic's `max.message.bytes` the requests are cut to (see `maxRecordBatchBytes`). */
+  brokerMaxMessageBytes: number;
   /** The last send or connect error, for /readyz and logs. */
   lastError: string | undefined;
 }
 
 /** The gateway's Kafka transport: an {@link EventSink} with lifecycle and counters. */
 export interface KafkaProducerSink extends EventSink {
+  /** {@link EventSink.accept}; resolves with the events refused for good (`[]` when none), in index order. */
+  accept(events: readonly ContinuityEvent[]): Promise<readonly EventRefusal[]>;
   /**
    * Connects and provisions the topics. A Kafka that cannot be reached is not fatal:
    * the sink stays not-ready and tries again on the next `accept` after `retryAfterMs`.
@@ -61,11 +90,65 @@ export interface KafkaProducerSink extends EventSink {
   readonly stats: Readonly<KafkaProducerStats>;
 }
 
+/** Kafka's default `message.max.bytes` (1 MiB and the 12 bytes of a legacy message's header). */
+export const KAFKA_DEFAULT_MAX_MESSAGE_BYTES = 1_048_588;
+
+/**
+ * The most a v2 record adds to its key and value: length (varint, 5), attributes (1),
+ * timestamp delta (varlong, 10), offset delta (5), key and value lengths (5 each) and
+ * the header count (1) (Kafka's `DefaultRecord`).
+ */
+export const RECORD_FRAMING_BYTES = 32;
+
+/** Header of a v2 record batch; only the records after it are compressed. */
+const RECORD_BATCH_HEADER_BYTES = 61;
+
+/**
+ * How many record bytes one batch may hold and still be at most `maxBatchBytes` on
+ * the wire, however the records compress: the header, plus zlib's bound for data it
+ * cannot shrink (`deflateBound`: n + n/4096 + n/16384 + … + 13, and 18 bytes of gzip
+ * wrapper), rounded up.
+ */
+export function recordBytesPerBatch(maxBatchBytes: number): number {
+  return Math.max(0, Math.floor(((maxBatchBytes - RECORD_BATCH_HEADER_BYTES - 32) * 3000) / 3001));
+}
+
+/** Broker errors that refuse the records of a request, not the cluster: sending other records works. */
+const REFUSED_AS_DATA: ReadonlySet<string> = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE']);
+const REFUSED_AS_TOO_LARGE: ReadonlySet<string> = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
+
+/** The Kafka error type of a refusal as data, on the error or its causes (kafkajs wraps an error it gave up retrying). */
+function refusedAsData(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    const type = (e as { type?: unknown }).type;
+    if (typeof type === 'string' && REFUSED_AS_DATA.has(type)) return type;
+  }
+  return undefined;
+}
+
+/** An accepted request: its events as records, waiting to be acknowledged. */
 interface Pending {
-  messages: Message[];
-  bytes: number;
-  resolve: () => void;
+  readonly messages: Message[];
+  /** Encoded size of each record (value, key, framing), bytes. */
+  readonly sizes: number[];
+  /** The index in the `accept` call of each record's event; absent when no event was refused there (record i is event i). */
+  readonly eventIndex: number[] | undefined;
+  /** First record not yet in a produce request. */
+  next: number;
+  /** Records neither acknowledged nor refused yet. */
+  open: number;
+  readonly refusals: EventRefusal[];
+  /** Set when some of its records failed with Kafka unavailable: the request is then refused with it. */
+  failure: ContinuityError | undefined;
+  resolve: (refusals: readonly EventRefusal[]) => void;
   reject: (err: Error) => void;
+}
+
+/** Records [from, to) of one accepted request, inside a produce request. */
+interface Part {
+  readonly owner: Pending;
+  readonly from: number;
+  readonly to: number;
 }
 
 /**
@@ -80,21 +163,37 @@ interface Pending {
  * Requests are sent one at a time, with the requests that queued meanwhile coalesced
  * into the next one (sequence numbers of the idempotent producer stay in order).
  *
+ * Sizes: an event over `kafka.maxMessageBytes` as JSON (KAFKA_MAX_MESSAGE_BYTES, which
+ * the consumer dead-letters as `too_large`) is never sent: `accept` resolves with it as
+ * an {@link EventRefusal} (`too_large`), and takes the others. A produce request holds
+ * at most one record batch's worth of the topic's `max.message.bytes` before
+ * compression, so no partition's batch can be over it. Should the broker still
+ * refuse a request as data (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_RECORD,
+ * CORRUPT_MESSAGE: the limit was lowered since it was read, or an event too large
+ * even alone), the request is split in halves, sent in order, until the events the
+ * broker refuses alone are found; they are refused for good (`too_large` or
+ * `kafka_refused`), the others are sent, and `ready()` stays true. A refusal every
+ * record meets ends the search after 2·log2(n) + 2 splits and counts as Kafka failing.
+ *
  * Nothing is buffered without bound: when Kafka cannot be reached, or a send fails
  * after `sendRetries`, `accept` rejects with a retriable CONT_ERR_INGEST_UNAVAILABLE
  * (the gateway answers 503 with Retry-After) and `ready()` is false for
  * `retryAfterMs`; more than `maxQueuedEvents` unacknowledged events are refused the
- * same way. A failed send's producer is replaced, because kafkajs rolls its sequence
- * numbers back after giving up, and a reused sequence would make the broker drop a
- * later request as a "duplicate". A refused request may still have reached Kafka (the
- * acknowledgement was lost); the client's resend then stores the events twice in the
- * topic, and the table keeps one per `event_id` (ReplacingMergeTree; read with FINAL).
+ * same way. A failed send's producer is replaced (a refused one's too), because
+ * kafkajs rolls the sequence numbers of every partition in the request back after
+ * giving up, while the broker may have stored some partitions' batches; a reused
+ * sequence would make the broker drop a later, different batch as a "duplicate". A
+ * refused request may still have reached Kafka (the acknowledgement was lost, or
+ * another partition's batch was stored before a split); the resend then stores those
+ * events twice in the topic, and the table keeps one per `event_id`
+ * (ReplacingMergeTree; read with FINAL).
  */
 export function createKafkaProducerSink(options: KafkaProducerSinkOptions): KafkaProducerSink {
   const kafkaConfig = options.kafka;
   const maxQueued = options.maxQueuedEvents ?? 100_000;
   const maxBatchEvents = options.maxBatchEvents ?? 10_000;
   const maxBatchBytes = options.maxBatchBytes ?? 4 << 20;
+  const maxEventBytes = kafkaConfig.maxMessageBytes;
   const retryAfterMs = options.retryAfterMs ?? 5000;
   const compression = options.compression === 'none' ? CompressionTypes.None : CompressionTypes.GZIP;
   // Few client-level retries: connecting to a dead cluster should fail in about a second.
@@ -104,7 +203,17 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
     ...(options.log ? { log: options.log } : {}),
     retries: 2,
   });
-  const stats: KafkaProducerStats = { sentEvents: 0, sends: 0, failedSends: 0, refusedEvents: 0, queuedEvents: 0, lastError: undefined };
+  const stats: KafkaProducerStats = {
+    sentEvents: 0,
+    sends: 0,
+    failedSends: 0,
+    refusedEvents: 0,
+    rejectedEvents: 0,
+    splits: 0,
+    queuedEvents: 0,
+    brokerMaxMessageBytes: options.maxRecordBatchBytes ?? KAFKA_DEFAULT_MAX_MESSAGE_BYTES,
+    lastError: undefined,
+  };
   const queue: Pending[] = [];
   let producer: Producer | undefined;
   let connecting: Promise<Producer> | undefined;
@@ -120,6 +229,21 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
       details: { retryAfterS: Math.ceil(retryAfterMs / 1000), brokers: kafkaConfig.brokers.join(',') },
     });
 
+  /** The topic's max.message.bytes, or undefined when the broker does not say. */
+  const readTopicLimit = async (admin: Admin): Promise<number | undefined> => {
+    try {
+      const { resources } = await admin.describeConfigs({
+        includeSynonyms: false,
+        // Through the default export: Node's ESM loader does not see this one as a named export of kafkajs (CommonJS).
+        resources: [{ type: kafkajs.ConfigResourceTypes.TOPIC, name: kafkaConfig.topic, configNames: ['max.message.bytes'] }],
+      });
+      const value = Number(resources[0]?.configEntries.find((c) => c.configName === 'max.message.bytes')?.configValue);
+      return Number.isInteger(value) && value > 0 ? value : undefined;
+    } catch {
+      return undefined;
+    }
+  };
+
   const connect = async (): Promise<Producer> => {
     if (producer) return producer;
     connecting ??= (async () => {
@@ -131,12 +255,17 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
       });
       try {
         await p.connect();
-        if (!provisioned) {
+        if (!provisioned || options.maxRecordBatchBytes === undefined) {
           const admin: Admin = kafka.admin();
           await admin.connect();
           try {
-            await ensureTopics(admin, kafkaConfig);
-            provisioned = true;
+            if (!provisioned) {
+              await ensureTopics(admin, kafkaConfig);
+              provisioned = true;
+            }
+            // Read on every connect: a producer is replaced after a failure, which is
+            // when a lowered limit would have shown.
+            if (options.maxRecordBatchBytes === undefined) stats.brokerMaxMessageBytes = (await readTopicLimit(admin)) ?? stats.brokerMaxMessageBytes;
           } finally {
             await admin.disconnect().catch(() => undefined);
           }
@@ -164,44 +293,149 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
     unavailableUntil = Date.now() + retryAfterMs;
   };
 
+  /** Counts `n` records of `p` as done; the request settles with its last record. */
+  const settle = (p: Pending, n: number): void => {
+    p.open -= n;
+    stats.queuedEvents -= n;
+    if (p.open > 0) return;
+    if (p.failure) p.reject(p.failure);
+    else p.resolve(p.refusals.length > 1 ? p.refusals.sort((a, b) => a.index - b.index) : p.refusals);
+  };
+
+  const failPart = (part: Part, error: ContinuityError): void => {
+    const n = part.to - part.from;
+    if (n <= 0) return;
+    part.owner.failure ??= error;
+    stats.refusedEvents += n;
+    settle(part.owner, n);
+  };
+
+  /** Refuses `parts` and everything queued with a retriable 503, and the sink turns unready for `retryAfterMs`. */
+  const failAll = (parts: readonly Part[], err: unknown): ContinuityError => {
+    fail(err);
+    const error = unavailable((err as Error)?.message ?? String(err), err);
+    for (const part of parts) failPart(part, error);
+    // What was queued behind would meet the same broken cluster: refuse it now.
+    for (const p of queue.splice(0)) {
+      failPart({ owner: p, from: p.next, to: p.messages.length }, error);
+      p.next = p.messages.length;
+    }
+    return error;
+  };
+
+  /** The next produce request: queued records in order, within the event and byte bounds; a record over the byte bound goes alone. */
+  const take = (): Part[] => {
+    const maxBytes = Math.min(maxBatchBytes, recordBytesPerBatch(stats.brokerMaxMessageBytes));
+    const parts: Part[] = [];
+    let n = 0;
+    let bytes = 0;
+    while (queue.length > 0) {
+      const p = queue[0]!;
+      const from = p.next;
+      let i = from;
+      for (; i < p.messages.length; i++) {
+        const size = p.sizes[i]!;
+        if (n > 0 && (n >= maxBatchEvents || bytes + size > maxBytes)) break;
+        n++;
+        bytes += size;
+      }
+      if (i > from) parts.push({ owner: p, from, to: i });
+      p.next = i;
+      if (i < p.messages.length) break;
+      queue.shift();
+    }
+    return parts;
+  };
+
+  const messagesOf = (parts: readonly Part[]): Message[] => {
+    const first = parts[0]!;
+    if (parts.length === 1 && first.from === 0 && first.to === first.owner.messages.length) return first.owner.messages;
+    const out: Message[] = [];
+    for (const { owner, from, to } of parts) for (let i = from; i < to; i++) out.push(owner.messages[i]!);
+    return out;
+  };
+
+  const countOf = (parts: readonly Part[]): number => parts.reduce((n, p) => n + p.to - p.from, 0);
+
+  /** `parts` cut after `k` records: the first k, and the rest. */
+  const cut = (parts: readonly Part[], k: number): [Part[], Part[]] => {
+    const a: Part[] = [];
+    const b: Part[] = [];
+    let left = k;
+    for (const part of parts) {
+      const n = part.to - part.from;
+      if (left >= n) a.push(part);
+      else if (left <= 0) b.push(part);
+      else {
+        a.push({ owner: part.owner, from: part.from, to: part.from + left });
+        b.push({ owner: part.owner, from: part.from + left, to: part.to });
+      }
+      left -= n;
+    }
+    return [a, b];
+  };
+
+  /** The lone record of `part` that the broker refused as data: refused for good. */
+  const refuseForGood = (part: Part, type: string, err: unknown): void => {
+    const value = part.owner.messages[part.from]!.value;
+    const bytes = value === null ? 0 : Buffer.byteLength(value);
+    const issue: EventIssue = REFUSED_AS_TOO_LARGE.has(type)
+      ? {
+          path: '',
+          code: 'too_large',
+          message: `Kafka refused the event as too large (${type}): the event is ${bytes} bytes as JSON, and its record batch is over the topic's max.message.bytes (${stats.brokerMaxMessageBytes} when last read)`,
+        }
+      : { path: '', code: 'kafka_refused', message: `Kafka refused the event (${type}): ${(err as Error)?.message ?? String(err)}` };
+    part.owner.refusals.push({ index: part.owner.eventIndex?.[part.from] ?? part.from, issue });
+    stats.rejectedEvents++;
+    settle(part.owner, 1);
+  };
+
+  /**
+   * Sends `parts` as one produce request. When the broker refuses it as data, sends
+   * its two halves in turn (so the order within each partition holds), down to the
+   * single records it refuses, within `search.splitsLeft`.
+   * @returns the 503 everything left was refused with when Kafka failed, else undefined.
+   */
+  const send = async (parts: readonly Part[], search: { splitsLeft: number }): Promise<ContinuityError | undefined> => {
+    const n = countOf(parts);
+    try {
+      const p = await connect();
+      await p.send({ topic: kafkaConfig.topic, acks: -1, compression, messages: messagesOf(parts) });
+      stats.sends++;
+      stats.sentEvents += n;
+      for (const part of parts) settle(part.owner, part.to - part.from);
+      return undefined;
+    } catch (err) {
+      stats.failedSends++;
+      stats.lastError = (err as Error)?.message ?? String(err);
+      // Whatever the error, this producer's sequence numbers were rolled back: replace it.
+      await dropProducer();
+      const type = refusedAsData(err);
+      if (type !== undefined && n === 1) {
+        refuseForGood(parts[0]!, type, err);
+        return undefined;
+      }
+      if (type === undefined || search.splitsLeft <= 0) return failAll(parts, err);
+      search.splitsLeft--;
+      stats.splits++;
+      const [a, b] = cut(parts, Math.floor(n / 2));
+      const failed = await send(a, search);
+      if (failed) {
+        for (const part of b) failPart(part, failed);
+        return failed;
+      }
+      return send(b, search);
+    }
+  };
+
   const pump = async (): Promise<void> => {
     if (sending) return;
     sending = true;
     try {
       while (queue.length > 0) {
-        const take: Pending[] = [];
-        let n = 0;
-        let bytes = 0;
-        while (queue.length > 0) {
-          const next = queue[0]!;
-          if (take.length > 0 && (n + next.messages.length > maxBatchEvents || bytes + next.bytes > maxBatchBytes)) break;
-          take.push(queue.shift()!);
-          n += next.messages.length;
-          bytes += next.bytes;
-        }
-        try {
-          const p = await connect();
-          await p.send({
-            topic: kafkaConfig.topic,
-            acks: -1,
-            compression,
-            messages: take.length === 1 ? take[0]!.messages : take.flatMap((t) => t.messages),
-          });
-          stats.sends++;
-          stats.sentEvents += n;
-          stats.queuedEvents -= n;
-          for (const t of take) t.resolve();
-        } catch (err) {
-          stats.failedSends++;
-          fail(err);
-          // What was queued behind would meet the same broken cluster: refuse it now.
-          const refused = [...take, ...queue.splice(0)];
-          for (const t of refused) {
-            stats.queuedEvents -= t.messages.length;
-            t.reject(unavailable((err as Error)?.message ?? String(err), err));
-          }
-          await dropProducer();
-        }
+        const parts = take();
+        await send(parts, { splitsLeft: 2 * Math.ceil(Math.log2(countOf(parts))) + 2 });
       }
     } finally {
       sending = false;
@@ -210,6 +444,12 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
       for (const w of waiters) w();
     }
   };
+
+  const tooLarge = (bytes: number): EventIssue => ({
+    path: '',
+    code: 'too_large',
+    message: `the event is ${bytes} bytes as JSON; the limit is ${maxEventBytes} (KAFKA_MAX_MESSAGE_BYTES, which the consumer applies)`,
+  });
 
   return {
     stats,
@@ -222,9 +462,9 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
         throw unavailable((err as Error)?.message ?? String(err), err);
       }
     },
-    accept(events: readonly ContinuityEvent[]): Promise<void> {
+    accept(events: readonly ContinuityEvent[]): Promise<readonly EventRefusal[]> {
       if (closed) return Promise.reject(new ContinuityError('CONT_ERR_SHUTDOWN'));
-      if (events.length === 0) return Promise.resolve();
+      if (events.length === 0) return Promise.resolve([]);
       if (Date.now() < unavailableUntil) {
         stats.refusedEvents += events.length;
         return Promise.reject(unavailable(`unavailable (${stats.lastError ?? 'recent failure'})`));
@@ -233,17 +473,30 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
         stats.refusedEvents += events.length;
         return Promise.reject(unavailable(`${stats.queuedEvents} events already wait for acknowledgement (max ${maxQueued})`));
       }
-      const messages: Message[] = new Array(events.length);
-      let bytes = 0;
+      const messages: Message[] = [];
+      const sizes: number[] = [];
+      const refusals: EventRefusal[] = [];
+      let eventIndex: number[] | undefined;
       for (let i = 0; i < events.length; i++) {
         const e = events[i]!;
         const value = JSON.stringify(e);
-        bytes += value.length;
-        messages[i] = { key: e.session_key !== '' ? e.session_key : e.event_id, value };
+        // The consumer measures the record value in bytes (UTF-8), so this does too.
+        const bytes = Buffer.byteLength(value);
+        if (bytes > maxEventBytes) {
+          refusals.push({ index: i, issue: tooLarge(bytes) });
+          eventIndex ??= Array.from({ length: i }, (_, j) => j);
+          continue;
+        }
+        const key = e.session_key !== '' ? e.session_key : e.event_id;
+        messages.push({ key, value });
+        sizes.push(bytes + Buffer.byteLength(key) + RECORD_FRAMING_BYTES);
+        eventIndex?.push(i);
       }
-      stats.queuedEvents += events.length;
-      return new Promise<void>((resolve, reject) => {
-        queue.push({ messages, bytes, resolve, reject });
+      stats.rejectedEvents += refusals.length;
+      if (messages.length === 0) return Promise.resolve(refusals);
+      stats.queuedEvents += messages.length;
+      return new Promise<readonly EventRefusal[]>((resolve, reject) => {
+        queue.push({ messages, sizes, eventIndex, next: 0, open: messages.length, refusals, failure: undefined, resolve, reject });
         void pump();
       });
     },
