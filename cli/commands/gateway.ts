@@ -24,7 +24,9 @@ interface GatewayFlags {
  * gateway (OTLP/HTTP logs, JSON events) producing to the Kafka topic (KAFKA_BROKERS).
  * It answers 503 with Retry-After while Kafka cannot take events, and refuses an
  * event over KAFKA_MAX_MESSAGE_BYTES for good (413, or listed in a partial 400).
- * SIGINT/SIGTERM: stop accepting, wait for Kafka's acknowledgements, exit.
+ * SIGINT/SIGTERM: stop accepting (a request still arriving on an open connection is
+ * answered 503), wait for Kafka's acknowledgements, print what was sent and refused,
+ * exit.
  */
 export function registerGateway(program: Command): void {
   program
@@ -41,7 +43,7 @@ export function registerGateway(program: Command): void {
       await sink.start().catch((err: unknown) => {
         process.stderr.write(`warning: ${(err as Error).message}; answering 503 until Kafka is back\n`);
       });
-      const { app } = await createGateway({ sink, mapOtlpRecord, bearerToken: config.ingestToken });
+      const { app, stats } = await createGateway({ sink, mapOtlpRecord, bearerToken: config.ingestToken });
       const address = await app.listen({ host: flags.host, port: portFlag(flags.port) });
       process.stdout.write(
         `continuity gateway: listening on ${address} (POST /v1/logs, POST /v1/events) → Kafka ${kafka.brokers.join(',')} topic ${kafka.topic} (${kafka.partitions} partitions)\n`,
@@ -49,6 +51,9 @@ export function registerGateway(program: Command): void {
       await untilSignal();
       await app.close();
       await sink.shutdown();
-      process.stdout.write(`continuity gateway: stopped; ${sink.stats.sentEvents} events sent, ${sink.stats.refusedEvents} refused with 503\n`);
+      // The gateway's counts are what the clients got: every 503, those of the shutdown too.
+      process.stdout.write(
+        `continuity gateway: stopped; ${sink.stats.sentEvents} events sent, ${stats.unavailable} requests refused with 503 (${stats.unavailableEvents} events), ${stats.rejected} events refused for good (invalid or too large)\n`,
+      );
     });
 }

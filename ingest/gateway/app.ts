@@ -78,7 +78,17 @@ export interface GatewayStats {
   rejected: number;
   /** `rejected` by issue code (an invalid event counts once per issue). */
   rejectedByCode: Record<string, number>;
+  /**
+   * Ingest requests answered 503 with Retry-After, as their clients got them: the sink
+   * was not ready or refused them, or the gateway was shutting down.
+   */
+  unavailable: number;
+  /** Valid events in those requests; a request refused while shutting down is refused before its body is read and adds none. */
+  unavailableEvents: number;
 }
+
+/** The routes whose 503s count in {@link GatewayStats.unavailable}. */
+const INGEST_ROUTES: ReadonlySet<string> = new Set(['/v1/logs', '/v1/events']);
 
 /**
  * Builds the ingest gateway (fastify):
@@ -112,14 +122,19 @@ export interface GatewayStats {
  * `details.limitBytes`), 415 a body of a media type the route does not take or in
  * a content coding other than gzip and deflate (`CONT_ERR_UNSUPPORTED_MEDIA`, RFC
  * 9110 §15.5.16; the message and `details.accepted` or
- * `details.acceptedEncodings` name what it takes), 503 pipeline down. The mapping
+ * `details.acceptedEncodings` name what it takes), 503 with Retry-After when the
+ * pipeline cannot take events (`CONT_ERR_INGEST_UNAVAILABLE`) or the server is
+ * closing (`CONT_ERR_SHUTDOWN`: a request that still arrives on an open keep-alive
+ * connection while `close` drains; counted in {@link GatewayStats.unavailable}). The mapping
  * of the framework's own errors is core/http.ts `codedRequestError`, which the
  * read API under /api uses too.
  */
 export async function createGateway(options: GatewayOptions): Promise<{ app: FastifyInstance; stats: Readonly<GatewayStats> }> {
   const maxBodyBytes = options.maxBodyBytes ?? 10 * 1024 * 1024;
-  const stats: GatewayStats = { requests: 0, accepted: 0, rejected: 0, rejectedByCode: {} };
-  const app = Fastify({ logger: options.logger ?? false, bodyLimit: maxBodyBytes });
+  const stats: GatewayStats = { requests: 0, accepted: 0, rejected: 0, rejectedByCode: {}, unavailable: 0, unavailableEvents: 0 };
+  // fastify's own 503 while closing has no code, no Retry-After and no count: the
+  // onRequest hook below answers instead.
+  const app = Fastify({ logger: options.logger ?? false, bodyLimit: maxBodyBytes, return503OnClosing: false });
   const now = options.nowMicros ?? (() => Date.now() * 1000);
   const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;
 
@@ -149,7 +164,10 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     sendError(reply, new ContinuityError('CONT_ERR_NOT_FOUND', `${req.method} ${req.url}`, { details: { method: req.method, url: req.url } }));
 
   app.setErrorHandler((err: FastifyError | ContinuityError, req, reply) => {
-    if (isContinuityError(err)) return sendError(reply, err);
+    if (isContinuityError(err)) {
+      if (err.httpStatus === 503 && INGEST_ROUTES.has(req.routeOptions.url ?? '')) stats.unavailable++;
+      return sendError(reply, err);
+    }
     // fastify parses the body before it finds there is no route: a bad body there is still a 404.
     if (req.is404) return notFound(req, reply);
     const coded = codedRequestError(err, req.routeOptions.bodyLimit);
@@ -161,6 +179,17 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   // Unknown routes answer in the coded error shape too, not fastify's default 404 body;
   // plugins registered on this app (the read API under /api) inherit the handler.
   app.setNotFoundHandler(notFound);
+
+  // While `close` waits for open requests, a keep-alive connection may still bring a
+  // new one (fastify answers it with `Connection: close`): refuse it as a coded,
+  // counted 503, on every route (the read API under /api inherits the hook).
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true;
+  });
+  app.addHook('onRequest', async () => {
+    if (closing) throw new ContinuityError('CONT_ERR_SHUTDOWN', 'the server is closing');
+  });
 
   const authorize = async (req: FastifyRequest): Promise<void> => {
     if (bearerOk && !bearerOk(req.headers.authorization)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
@@ -204,8 +233,14 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   /** Hands `events` to the sink; @returns the ones it refused for good, at their index in the inputs. */
   const deliver = async (events: ContinuityEvent[], inputIndex: readonly number[]): Promise<RejectedRecord[]> => {
     if (events.length === 0) return [];
-    if (!options.sink.ready()) throw new ContinuityError('CONT_ERR_INGEST_UNAVAILABLE', 'the sink is not ready');
-    const refusals = await options.sink.accept(events);
+    let refusals: readonly EventRefusal[] | void;
+    try {
+      if (!options.sink.ready()) throw new ContinuityError('CONT_ERR_INGEST_UNAVAILABLE', 'the sink is not ready');
+      refusals = await options.sink.accept(events);
+    } catch (err) {
+      if (isContinuityError(err) && err.httpStatus === 503) stats.unavailableEvents += events.length;
+      throw err;
+    }
     const refused = (refusals ?? []).map((r) => ({ index: inputIndex[r.index]!, issues: [r.issue] }));
     for (const r of refused) countRejected(r.issues);
     stats.accepted += events.length - refused.length;

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { logs } from '@opentelemetry/api-logs';
 import { OTLPLogExporter as OTLPJsonExporter } from '@opentelemetry/exporter-logs-otlp-http';
@@ -7,6 +9,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchLogRecordProcessor, LoggerProvider } from '@opentelemetry/sdk-logs';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ContinuityError } from '../../core/errors.ts';
 import { openTestStore, type TestStore } from '../../test/helpers/store.ts';
 import { createInProcessTransport, type InProcessTransport } from '../transport/in-process.ts';
 import { createGateway, type EventSink } from './app.ts';
@@ -468,7 +471,7 @@ describe('access and health', () => {
   });
 });
 
-describe('events a sink refuses for good', () => {
+describe('events a sink refuses for good, and the 503s the gateway answers', () => {
   /** A sink that takes everything except boot events with pid 13 (too large) or 14 (refused by the broker). */
   const refusing: EventSink = {
     ready: () => true,
@@ -521,5 +524,90 @@ describe('events a sink refuses for good', () => {
       await gw.close();
     }
   });
+
+  it('counts every request it answers with 503, those refused while it shuts down too', async () => {
+    let ready = true;
+    let failNext = false;
+    let release: () => void = () => undefined;
+    let arrived: () => void = () => undefined;
+    const inSink = new Promise<void>((r) => (arrived = r));
+    const sink: EventSink = {
+      ready: () => ready,
+      accept: async (events) => {
+        if (failNext) throw new ContinuityError('CONT_ERR_INGEST_UNAVAILABLE', 'Kafka: test');
+        if (events.some((e) => e.event_type === 'boot' && e.pid === 77)) {
+          arrived();
+          await new Promise<void>((r) => (release = r));
+        }
+      },
+    };
+    const { app: gw, stats } = await createGateway({ sink, mapOtlpRecord });
+    await gw.listen({ host: '127.0.0.1', port: 0 });
+    const port = (gw.server.address() as AddressInfo).port;
+
+    ready = false;
+    const notReady = await fetch(`http://127.0.0.1:${port}/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([boot(), boot()]) });
+    expect(notReady.status).toBe(503);
+    ready = true;
+    failNext = true;
+    const refused = await fetch(`http://127.0.0.1:${port}/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([boot()]) });
+    expect(refused.status).toBe(503);
+    failNext = false;
+    expect(stats).toMatchObject({ unavailable: 2, unavailableEvents: 3 });
+
+    // A keep-alive connection with a request in the sink when the shutdown starts: its
+    // next request arrives while the gateway closes and is answered 503 like the others.
+    const conn = connect(port, '127.0.0.1');
+    const responses = readResponses(conn);
+    conn.write(post([boot({ pid: 77 })]));
+    await inSink;
+    const closed = gw.close();
+    await new Promise((r) => setTimeout(r, 50));
+    release();
+    const first = await responses.next();
+    expect(first.status).toBe(200);
+    conn.write(post([boot()]));
+    const second = await responses.next();
+    expect(second.status).toBe(503);
+    expect(second.headers['retry-after']).toMatch(/^\d+$/);
+    expect(JSON.parse(second.body)).toMatchObject({ code: 'CONT_ERR_SHUTDOWN' });
+    await closed;
+    expect(stats).toMatchObject({ unavailable: 3 });
+  });
 });
 
+/** An HTTP/1.1 POST of `events` to /v1/events, keep-alive. */
+function post(events: unknown[]): string {
+  const body = JSON.stringify(events);
+  return `POST /v1/events HTTP/1.1\r\nhost: test\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: keep-alive\r\n\r\n${body}`;
+}
+
+/** Reads the HTTP/1.1 responses of one connection in order (each with a content-length). */
+function readResponses(socket: Socket): { next(): Promise<{ status: number; headers: Record<string, string>; body: string }> } {
+  let buffered = Buffer.alloc(0);
+  let wake: () => void = () => undefined;
+  socket.on('data', (d: Buffer) => {
+    buffered = Buffer.concat([buffered, d]);
+    wake();
+  });
+  socket.on('close', () => wake());
+  return {
+    async next() {
+      for (;;) {
+        const end = buffered.indexOf('\r\n\r\n');
+        if (end >= 0) {
+          const [statusLine, ...lines] = buffered.subarray(0, end).toString('latin1').split('\r\n');
+          const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+          const length = Number(headers['content-length'] ?? 0);
+          if (buffered.length >= end + 4 + length) {
+            const body = buffered.subarray(end + 4, end + 4 + length).toString('utf8');
+            buffered = buffered.subarray(end + 4 + length);
+            return { status: Number(statusLine!.split(' ')[1]), headers, body };
+          }
+        }
+        if (socket.destroyed) throw new Error('the connection closed before a whole response');
+        await new Promise<void>((r) => (wake = r));
+      }
+    },
+  };
+}
