@@ -1,8 +1,7 @@
 import type { AddressInfo } from 'node:net';
-import fastifyCompress from '@fastify/compress';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
-import { codedRequestError, ContinuityError, isContinuityError, REQUEST_CONTENT_CODINGS, unsupportedContentCodingError } from '../core/index.ts';
-import { createGateway, createInProcessTransport, mapOtlpRecord, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
+import { codedRequestError, ContinuityError, isContinuityError } from '../core/index.ts';
+import { createGateway, createInProcessTransport, mapOtlpRecord, registerRequestBodies, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
 import type { Store } from '../store/index.ts';
 import type { QueryDefaults } from '../queries/index.ts';
 import { apiRoutes } from './routes.ts';
@@ -115,18 +114,13 @@ export interface ReadServer {
  * The read API alone (api/routes.ts under `/api`, plus `GET /healthz`), for a
  * long-running process other than `serve` that owns the embedded store: the Kafka
  * consumer. DESIGN §2: while a process owns the data directory, other commands reach
- * the store through that process's HTTP API. Request bodies may be gzip or deflate
- * (another coding: 415 `CONT_ERR_UNSUPPORTED_MEDIA`, RFC 9110 §15.5.16); an unknown
- * route is 404 `CONT_ERR_NOT_FOUND`; errors are the coded JSON shape, as on `serve`.
+ * the store through that process's HTTP API. Request bodies are read as on `serve`
+ * (ingest `registerRequestBodies`: gzip or deflate, JSON without prototype keys); an
+ * unknown route is 404 `CONT_ERR_NOT_FOUND`; errors are the coded JSON shape.
  */
 export async function createReadServer(options: ReadServerOptions): Promise<ReadServer> {
   const app = Fastify({ logger: false, bodyLimit: options.maxBodyBytes ?? 1 << 20 });
-  await app.register(fastifyCompress, {
-    globalCompression: false,
-    globalDecompression: true,
-    requestEncodings: [...REQUEST_CONTENT_CODINGS],
-    onUnsupportedRequestEncoding: (encoding) => unsupportedContentCodingError(encoding),
-  });
+  await registerRequestBodies(app);
   const send = (reply: FastifyReply, err: ContinuityError): FastifyReply => reply.status(err.httpStatus).send(err.toJSON());
   app.setNotFoundHandler((req, reply) => send(reply, new ContinuityError('CONT_ERR_NOT_FOUND', `${req.method} ${req.url}`, { details: { method: req.method, url: req.url } })));
   app.setErrorHandler((err: FastifyError | ContinuityError, req, reply) => {

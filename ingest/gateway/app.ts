@@ -138,27 +138,8 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   const now = options.nowMicros ?? (() => Date.now() * 1000);
   const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;
 
-  // Request bodies may be gzip/deflate encoded (OTLP exporters compress); the body
-  // limit applies to the decompressed size, so a zip bomb is refused with 413. The
-  // plugin decodes on every route registered after it, the read API's under /api too;
-  // another coding is the same coded 415 there as here (RFC 9110 §15.5.16).
-  await app.register(fastifyCompress, {
-    globalCompression: false,
-    globalDecompression: true,
-    requestEncodings: [...REQUEST_CONTENT_CODINGS],
-    onUnsupportedRequestEncoding: (encoding) => unsupportedContentCodingError(encoding),
-  });
+  await registerRequestBodies(app);
   app.addContentTypeParser(['application/x-protobuf', 'application/protobuf'], { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
-  // JSON with fastify's prototype-poisoning protection, but a refusal that names the key
-  // (core/http.ts parseJsonBody) instead of "Body is not valid JSON". The read API under /api inherits it.
-  app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
-    try {
-      done(null, parseJsonBody(body as string));
-    } catch (err) {
-      done(err as Error, undefined);
-    }
-  });
 
   const notFound = (req: FastifyRequest, reply: FastifyReply): FastifyReply =>
     sendError(reply, new ContinuityError('CONT_ERR_NOT_FOUND', `${req.method} ${req.url}`, { details: { method: req.method, url: req.url } }));
@@ -345,4 +326,30 @@ function sendError(reply: FastifyReply, err: ContinuityError): FastifyReply {
   if (err.httpStatus === 503) reply.header('retry-after', '5');
   if (err.code === 'CONT_ERR_UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="continuity-ingest"');
   return reply.status(err.httpStatus).send(err.toJSON());
+}
+
+/**
+ * How every HTTP app of the project reads request bodies (the gateway's, `serve`'s
+ * and the consumer's read API, api/server.ts): bodies in gzip or deflate are decoded
+ * on every route registered after this, and the app's body limit applies to the
+ * decoded size, so a zip bomb is refused with 413; another content coding is 415
+ * `CONT_ERR_UNSUPPORTED_MEDIA` (RFC 9110 §15.5.16). JSON bodies are parsed by
+ * core/http.ts `parseJsonBody`: fastify's prototype-poisoning protection, with a
+ * refusal that names the key instead of "Body is not valid JSON".
+ */
+export async function registerRequestBodies(app: FastifyInstance): Promise<void> {
+  await app.register(fastifyCompress, {
+    globalCompression: false,
+    globalDecompression: true,
+    requestEncodings: [...REQUEST_CONTENT_CODINGS],
+    onUnsupportedRequestEncoding: (encoding) => unsupportedContentCodingError(encoding),
+  });
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+    try {
+      done(null, parseJsonBody(body as string));
+    } catch (err) {
+      done(err as Error, undefined);
+    }
+  });
 }
