@@ -26,6 +26,23 @@ describe('parseEvent (contract v1)', () => {
     const future = parseEvent({ ...base, event_type: 'boot', ts: Date.now() * 1000 + 365 * 86_400e6 });
     expect(!future.ok && future.issues[0]!.code).toBe('ts_in_future');
   });
+  it('refuses a lone UTF-16 surrogate in any string with lone_surrogate, naming each field (the store cannot keep it)', () => {
+    // JSON's "\ud800" escape parses to a lone surrogate; the engine refuses the row later.
+    const input = JSON.parse('{"event_type":"boot","service":"lone\\ud800surrogate","attrs":{"x":"x\\ud800y","k\\udc00":"v"},"odd":"tail\\udbff"}');
+    const r = parseEvent({ ...base, ...input });
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.issues.map((i) => [i.path, i.code])).toEqual([
+      ['service', 'lone_surrogate'],
+      ['attrs.x', 'lone_surrogate'],
+      ['attrs.k\ufffd', 'lone_surrogate'],
+      ['attrs.odd', 'lone_surrogate'],
+    ]);
+    expect(r.issues[0]!.message).toMatch(/surrogate/);
+    // Paired surrogates (an emoji) are ordinary text.
+    const emoji = parseEvent({ ...base, event_type: 'boot', service: 'emoji😀', attrs: { '😀': '😀' } });
+    expect(emoji.ok).toBe(true);
+  });
   it('refuses non-objects', () => {
     for (const v of [null, 3, 'x', []]) expect(parseEvent(v).ok).toBe(false);
   });

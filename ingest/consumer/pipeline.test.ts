@@ -48,6 +48,12 @@ describe('validate', () => {
     expect(out).toMatchObject({ kind: 'dlq', reason: 'invalid_event' });
     expect(out.kind === 'dlq' && out.detail).toMatch(/event_id/);
   });
+  it('dead-letters a lone UTF-16 surrogate (a JSON \\ud800 escape) as invalid_event naming the field, before the store sees it', () => {
+    const decoded = decode(msg(0, `{"event_id":"${randomUUID()}","event_type":"boot","ts":${NOW_MS * 1000},"source":"server","service":"lone\\ud800surrogate"}`), 1 << 20);
+    if (decoded.kind !== 'ok') throw new Error('fixture');
+    const out = validate(decoded.value, msg(0, '{}'));
+    expect(out).toMatchObject({ kind: 'dlq', reason: 'invalid_event', detail: expect.stringMatching(/^service lone_surrogate: /) });
+  });
   it('judges future timestamps by the record time, so a replay decides the same way', () => {
     const e = event({ ts: (NOW_MS + 2 * 3_600_000) * 1000 });
     expect(validate(e, msg(0, '{}', NOW_MS))).toMatchObject({ kind: 'dlq', reason: 'invalid_event' });

@@ -354,6 +354,28 @@ describe('POST /v1/events', () => {
     expect(malformed.json()).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', message: expect.stringContaining('the body is not valid JSON: ') });
   });
 
+  it('refuses a lone UTF-16 surrogate with 400 naming the field, and keeps the other events', async () => {
+    const good = boot({ service: 'surrogate-ok' });
+    const bad = boot({ service: 'PLACEHOLDER' });
+    const payload = JSON.stringify([good, bad]).replace('"PLACEHOLDER"', '"lone\\ud800surrogate"');
+    const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_EVENT_INVALID', accepted: 1, rejected: [{ index: 1, issues: [{ path: 'service', code: 'lone_surrogate' }] }] });
+    expect(await stored("service = 'surrogate-ok'")).toBe(1);
+    const [letters] = await t.store.query<{ n: number }>(`SELECT count() AS n FROM dead_letters WHERE payload LIKE '%lone%surrogate%'`);
+    expect(letters!.n).toBe(0);
+  });
+
+  it('reports an OTLP record whose attribute holds a lone surrogate as rejected (partial success), naming the attribute', async () => {
+    const record = (value: string) => ({ timeUnixNano: String(Date.now() * 1_000_000), eventName: 'boot', attributes: [{ key: 'x.note', value: { stringValue: value } }] });
+    const body = { resourceLogs: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-surrogate' } }] }, scopeLogs: [{ logRecords: [record('plain'), record('PLACEHOLDER')] }] }] };
+    const payload = JSON.stringify(body).replace('"PLACEHOLDER"', '"x\\ud800y"');
+    const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/json' }, payload });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().partialSuccess).toMatchObject({ rejectedLogRecords: 1, errorMessage: expect.stringMatching(/^record 1: attrs\.x\.note lone_surrogate: /) });
+    expect(await stored("service = 'otlp-surrogate'")).toBe(1);
+  });
+
   it('refuses a body that is not a list of events', async () => {
     const res = await app.inject({ method: 'POST', url: '/v1/events', headers: auth, payload: { hello: 1 } });
     expect(res.statusCode).toBe(400);

@@ -1,5 +1,6 @@
 // Fault 4: poison records (invalid JSON, contract violations, a valid event with an unknown
-// field nested 100,000 arrays deep, oversized, invalid UTF-8, empty) among valid events. Each lands in the dead-letter topic AND the dead_letters
+// field nested 100,000 arrays deep, a lone UTF-16 surrogate, oversized, invalid UTF-8,
+// empty) among valid events. Each lands in the dead-letter topic AND the dead_letters
 // table with its reason and its original payload; every valid event is stored once.
 import { rmSync } from 'node:fs';
 import { Partitioners, type Admin, type Message, type Producer } from 'kafkajs';
@@ -38,6 +39,8 @@ function poisonRecords(tag: string): Poison[] {
   }
   for (let i = 0; i < 2; i++) out.push({ reason: 'not_utf8', message: { key: `u${i}`, value: Buffer.from([0x7b, 0xc3, 0x28, 0x7d, i]) } });
   for (let i = 0; i < 2; i++) out.push({ reason: 'empty', message: { key: `e${i}`, value: null } });
+  // A lone UTF-16 surrogate (JSON "\ud800" escape): refused by validation, naming the field, not by the store.
+  out.push({ reason: 'invalid_event', message: { key: 'lone0', value: JSON.stringify({ ...valid(), service: 'PLACEHOLDER' }).replace('"PLACEHOLDER"', '"lone\\ud800surrogate"') } });
   return out;
 }
 
@@ -114,6 +117,7 @@ describe('poison records', () => {
     expect(rows.find((r) => r.detail.includes('session_key'))?.reason).toBe('invalid_event');
     expect(rows.find((r) => r.detail.includes('too_deep'))).toMatchObject({ reason: 'invalid_event', detail: expect.stringContaining('nested deeper than 64 levels') });
     expect(rows.filter((r) => r.reason === 'too_large').every((r) => r.detail.includes(`max ${MAX_MESSAGE_BYTES}`))).toBe(true);
+    expect(rows.find((r) => r.payload.includes('lone\\ud800surrogate'))?.detail).toMatch(/^service lone_surrogate: /);
 
     // The topic: the original records, headed with reason and origin.
     dlqReader = createKafka(kafka, { clientId: 'fault-poison-dlq' }).consumer({ groupId: `${topic}-dlq-reader`, maxWaitTimeInMs: 200 });
