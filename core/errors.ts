@@ -30,10 +30,10 @@ export const ERROR_CODES = {
     fix: 'Stop the other process (often `continuity serve`), reach the store through its HTTP API, or pass a different --data-dir.',
   },
   CONT_ERR_STORE_UNAVAILABLE: {
-    message: 'the ClickHouse store cannot be reached',
+    message: 'the ClickHouse store cannot be reached or cannot write',
     retriable: true,
     httpStatus: 503,
-    fix: 'With CLICKHOUSE_URL set (a ClickHouse server): check the URL, the credentials and that the server is up. Without it (the embedded store): check the data directory the message names (--data-dir, CONTINUITY_DATA_DIR) is a writable directory on a file system with free space.',
+    fix: 'With CLICKHOUSE_URL set (a ClickHouse server): check the URL, the credentials and that the server is up. Without it (the embedded store): check the data directory the message names (--data-dir, CONTINUITY_DATA_DIR) is a writable directory on a file system with free space. A full disk (the message says so and names the directory or server; `details.reason` is `disk_full`) is this error too: free space there; meanwhile the consumer pauses and resumes by itself, `serve` answers 503 and keeps the events it accepted, and an import can be run again (what it wrote is not written twice). Schema changes (a new version\'s migrations, a CONTINUITY_RETENTION_DAYS change) are refused with less than 16 MiB free: the embedded engine left empty table definitions behind when it ran them on a full disk.',
   },
   CONT_ERR_STORE_QUERY: {
     message: 'the store rejected a statement',

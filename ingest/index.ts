@@ -7,7 +7,7 @@ export { createGateway, registerRequestBodies } from './gateway/app.ts';
 export type { EventRefusal, EventSink, GatewayOptions, GatewayStats, OtlpRecordMapper, RejectedRecord } from './gateway/app.ts';
 export { mapOtlpRecord } from './gateway/otlp-map.ts';
 export { createInProcessTransport } from './transport/in-process.ts';
-export type { InProcessTransport, InProcessTransportOptions } from './transport/in-process.ts';
+export type { InProcessTransport, InProcessTransportOptions, InProcessTransportStats } from './transport/in-process.ts';
 export { createKafka, ensureTopics } from './transport/kafka.ts';
 export type { KafkaClientOptions, KafkaLogLevel } from './transport/kafka.ts';
 export { createKafkaProducerSink } from './transport/kafka-producer.ts';

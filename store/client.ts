@@ -440,22 +440,51 @@ function isAlive(pid: number): boolean {
 export const MAX_RESULT_BYTES = 256 << 20;
 export const MAX_MEMORY_BYTES = 2 * 1024 ** 3;
 
+/**
+ * A full disk in the words of the engine and of the OS: ClickHouse's NOT_ENOUGH_SPACE
+ * (code 243: "Cannot reserve 1.00 MiB, not enough space", raised before a part is
+ * written; a CREATE on a full disk says only the text), and a write that met ENOSPC
+ * ("No space left on device", errno 28) or EDQUOT ("Disk quota exceeded", errno 122),
+ * e.g. as CANNOT_WRITE_TO_FILE_DESCRIPTOR. Other I/O errors are not matched.
+ */
+const DISK_FULL = /NOT_ENOUGH_SPACE|\bCode: 243\.|not enough space|No space left on device|\bENOSPC\b|errno: 28\b|Disk quota exceeded|\bEDQUOT\b|errno: 122\b/i;
+
+/**
+ * Turns an error of the engine or the client into a coded error, for a store in `mode`
+ * at `location` (data directory or server URL):
+ * - a full disk ({@link DISK_FULL}) → CONT_ERR_STORE_UNAVAILABLE (retriable: the same
+ *   write succeeds once space is freed), saying so and naming the directory or server,
+ *   `details.reason = 'disk_full'`;
+ * - a write under readonly=1 → CONT_ERR_READONLY; rows both inline and on stdin →
+ *   CONT_ERR_STORE_STDIN; a connection that failed or closed → CONT_ERR_STORE_UNAVAILABLE;
+ * - anything else → CONT_ERR_STORE_QUERY with the statement (`sql`, clipped) in `details`.
+ * A ContinuityError is returned as it is.
+ */
+export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'location'>, sql: string): ContinuityError {
+  if (err instanceof ContinuityError) return err;
+  const e = err as Error & { code?: string; type?: string };
+  const message = e.message ?? String(err);
+  if (DISK_FULL.test(message) || e.type === 'NOT_ENOUGH_SPACE') {
+    const where = store.mode === 'embedded' ? `the file system of the data directory ${store.location} is full` : `the ClickHouse server ${store.location} has no space left`;
+    return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${where}: ${firstLine(message).trim()}`, {
+      cause: err,
+      details: { ...(store.mode === 'embedded' ? { dataDir: store.location } : { url: store.location }), reason: 'disk_full' },
+    });
+  }
+  if (/readonly mode|READONLY/i.test(message) || e.type === 'READONLY') {
+    return new ContinuityError('CONT_ERR_READONLY', firstLine(message), { cause: err });
+  }
+  if (/both inlined and external data/.test(message)) {
+    return new ContinuityError('CONT_ERR_STORE_STDIN', firstLine(message), { cause: err });
+  }
+  if (/ECONNREFUSED|ECONNRESET|socket hang up|Timeout error|closed/i.test(message)) {
+    return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${store.location}: ${firstLine(message)}`, { cause: err });
+  }
+  return new ContinuityError('CONT_ERR_STORE_QUERY', firstLine(message), { cause: err, details: { sql: sql.slice(0, 500) } });
+}
+
 function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, insertRaw?: RawInsert, adhocClient: ClickHouseClient = client): Store {
-  const fail = (err: unknown, sql: string): ContinuityError => {
-    if (err instanceof ContinuityError) return err;
-    const e = err as Error & { code?: string; type?: string };
-    const message = e.message ?? String(err);
-    if (/readonly mode|READONLY/i.test(message) || e.type === 'READONLY') {
-      return new ContinuityError('CONT_ERR_READONLY', firstLine(message), { cause: err });
-    }
-    if (/both inlined and external data/.test(message)) {
-      return new ContinuityError('CONT_ERR_STORE_STDIN', firstLine(message), { cause: err });
-    }
-    if (/ECONNREFUSED|ECONNRESET|socket hang up|Timeout error|closed/i.test(message)) {
-      return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${location}: ${firstLine(message)}`, { cause: err });
-    }
-    return new ContinuityError('CONT_ERR_STORE_QUERY', firstLine(message), { cause: err, details: { sql: sql.slice(0, 500) } });
-  };
+  const fail = (err: unknown, sql: string): ContinuityError => classifyStoreError(err, { mode, location }, sql);
 
   return {
     mode,

@@ -1,6 +1,6 @@
 /** The ClickHouse store (embedded chDB or server) behind one @clickhouse/client. */
-export { openStore, decodeCompact } from './client.ts';
+export { openStore, decodeCompact, classifyStoreError } from './client.ts';
 export type { Store } from './client.ts';
-export { migrate, applyRetention, retentionDaysOf, loadMigrations, splitStatements, RETAINED_TABLES } from './migrate.ts';
-export type { Migration } from './migrate.ts';
+export { migrate, applyRetention, retentionDaysOf, loadMigrations, splitStatements, RETAINED_TABLES, MIN_FREE_BYTES_FOR_DDL } from './migrate.ts';
+export type { DdlOptions, Migration } from './migrate.ts';
 export { openMigratedStore } from './open.ts';

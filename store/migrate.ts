@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { ContinuityError } from '../core/errors.ts';
 import type { Store } from './client.ts';
@@ -44,18 +44,71 @@ export function splitStatements(sql: string): string[] {
 }
 
 /**
+ * Free bytes an embedded store needs before it runs a schema change (CREATE, ALTER … TTL).
+ * On a full disk the embedded engine (chdb 3.4.0) leaves the table definitions it was
+ * rewriting empty: an `ALTER TABLE … MODIFY TTL` on a full ext4 or tmpfs file system
+ * "succeeded", and afterwards, with space back, the data directory could not be opened
+ * ("Cannot parse definition from metadata file …/events.sql", an empty file), its data
+ * out of reach. A CREATE there does the same. The engine itself reserves at least 1 MiB
+ * for a write; this leaves room for that and for other writers.
+ */
+export const MIN_FREE_BYTES_FOR_DDL = 16 << 20;
+
+/** How a schema change finds the free space of the store's file system (tests pass their own). */
+export interface DdlOptions {
+  /** Free bytes of the file system holding `dir` for an unprivileged writer (default: statfs). */
+  freeBytes?: (dir: string) => number;
+}
+
+/**
+ * Refuses a schema change on an embedded store whose file system has less than
+ * {@link MIN_FREE_BYTES_FOR_DDL} free (a server keeps its own disks: not checked).
+ * @throws ContinuityError CONT_ERR_STORE_UNAVAILABLE (`details.reason = 'disk_full'`).
+ */
+function assertRoomForDdl(store: Store, what: string, options: DdlOptions): void {
+  if (store.mode !== 'embedded') return;
+  const freeBytes = options.freeBytes ?? statfsFree;
+  const free = freeBytes(store.location);
+  if (free >= MIN_FREE_BYTES_FOR_DDL) return;
+  throw new ContinuityError(
+    'CONT_ERR_STORE_UNAVAILABLE',
+    `the file system of the data directory ${store.location} is full (${Math.floor(free / 1024)} KiB free): ${what} needs at least ${MIN_FREE_BYTES_FOR_DDL >> 20} MiB free ` +
+      '(the embedded engine left empty table definitions behind when it changed the schema on a full disk); free space there and start again',
+    { details: { dataDir: store.location, reason: 'disk_full', freeBytes: free } },
+  );
+}
+
+function statfsFree(dir: string): number {
+  try {
+    const s = statfsSync(dir);
+    return s.bavail * s.bsize;
+  } catch {
+    return Number.POSITIVE_INFINITY; // cannot tell: let the engine answer
+  }
+}
+
+/**
  * Applies pending migrations in order and records each in `schema_migrations`;
  * statements are idempotent (`IF NOT EXISTS`), so two processes racing here
- * converge. Then applies the configured retention TTL.
+ * converge. Then applies the configured retention TTL. Schema changes are refused on
+ * an embedded store whose disk is (nearly) full ({@link MIN_FREE_BYTES_FOR_DDL});
+ * a store with nothing to change opens whatever its free space.
  * @returns the versions applied by this call.
- * @throws ContinuityError CONT_ERR_MIGRATION when an applied file was edited or a statement fails.
+ * @throws ContinuityError CONT_ERR_MIGRATION when an applied file was edited or a
+ *   statement fails; CONT_ERR_STORE_UNAVAILABLE when a change is due and the disk is full.
  */
-export async function migrate(store: Store, options: { retentionDays?: number; migrations?: Migration[] } = {}): Promise<number[]> {
-  await store.command(
-    `CREATE TABLE IF NOT EXISTS schema_migrations
-     (version UInt32, name String, checksum String, applied_at DateTime64(3, 'UTC') DEFAULT now64(3))
-     ENGINE = ReplacingMergeTree ORDER BY version`,
+export async function migrate(store: Store, options: { retentionDays?: number; migrations?: Migration[] } & DdlOptions = {}): Promise<number[]> {
+  const [bookkeeping] = await store.query<{ n: number }>(
+    `SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = 'schema_migrations'`,
   );
+  if (!bookkeeping?.n) {
+    assertRoomForDdl(store, 'creating the store', options);
+    await store.command(
+      `CREATE TABLE IF NOT EXISTS schema_migrations
+       (version UInt32, name String, checksum String, applied_at DateTime64(3, 'UTC') DEFAULT now64(3))
+       ENGINE = ReplacingMergeTree ORDER BY version`,
+    );
+  }
   const applied = new Map(
     (await store.query<{ version: number; checksum: string }>('SELECT version, checksum FROM schema_migrations FINAL')).map((r) => [
       r.version,
@@ -63,7 +116,10 @@ export async function migrate(store: Store, options: { retentionDays?: number; m
     ]),
   );
   const done: number[] = [];
-  for (const m of options.migrations ?? loadMigrations()) {
+  const migrations = options.migrations ?? loadMigrations();
+  const pending = migrations.filter((m) => !applied.has(m.version));
+  if (pending.length > 0) assertRoomForDdl(store, `migration ${pending.map((m) => `${String(m.version).padStart(4, '0')}_${m.name}`).join(', ')}`, options);
+  for (const m of migrations) {
     const recorded = applied.get(m.version);
     if (recorded !== undefined) {
       if (recorded !== m.checksum) {
@@ -81,7 +137,7 @@ export async function migrate(store: Store, options: { retentionDays?: number; m
     await store.insertJsonEachRow('schema_migrations', JSON.stringify({ version: m.version, name: m.name, checksum: m.checksum }));
     done.push(m.version);
   }
-  if (options.retentionDays !== undefined) await applyRetention(store, options.retentionDays);
+  if (options.retentionDays !== undefined) await applyRetention(store, options.retentionDays, options);
   return done;
 }
 
@@ -96,10 +152,13 @@ export const RETAINED_TABLES: readonly string[] = ['events', 'proxy_access', 'se
  * Sets the TTL of every table in {@link RETAINED_TABLES} to `days` (0 removes
  * it). Only issues an ALTER where a table's TTL differs, since a TTL change is a
  * metadata mutation; tables not created yet are skipped.
+ * @throws ContinuityError CONT_ERR_STORE_UNAVAILABLE when a TTL differs and the
+ *   embedded store's disk is (nearly) full ({@link MIN_FREE_BYTES_FOR_DDL}): nothing is changed.
  */
-export async function applyRetention(store: Store, days: number): Promise<void> {
-  for (const { name, days: currentDays } of await retentionOf(store)) {
-    if (currentDays === days) continue;
+export async function applyRetention(store: Store, days: number, options: DdlOptions = {}): Promise<void> {
+  const changes = (await retentionOf(store)).filter((t) => t.days !== days);
+  if (changes.length > 0) assertRoomForDdl(store, `changing the retention to ${days} days (CONTINUITY_RETENTION_DAYS)`, options);
+  for (const { name } of changes) {
     if (days === 0) await store.command(`ALTER TABLE ${name} REMOVE TTL`);
     else await store.command(`ALTER TABLE ${name} MODIFY TTL toDateTime(ts) + toIntervalDay(${Math.floor(days)})`);
   }

@@ -8,7 +8,7 @@
  *   validate JSON → contract event   dlq: invalid_event (zod, `parseEvent`)
  *   enrich   event → stored event    drop: duplicate_in_batch
  *   (an exception out of any of these three for one message → dlq: invalid_event)
- *   write    batch → store           ok | retry(err) (store or Kafka unavailable);
+ *   write    batch → store           ok | retry(err) (store or Kafka unavailable, a full disk);
  *                                    rows the store refuses → dlq: store_rejected
  *
  * A batch is a contiguous offset range `[first, last]` of ONE partition. Its events go
@@ -298,7 +298,8 @@ export function enrich(event: ContinuityEvent, seenInBatch: Set<string>): Outcom
  * the rows as data (a parse or type error), the batch is bisected — sub-ranges carry
  * `<token>/<first>-<last>` tokens, deterministic on replay — and the refused rows
  * become `store_rejected` dead letters.
- * @returns ok, or retry(err) when the store or Kafka is unavailable (retriable errors).
+ * @returns ok, or retry(err) when the store or Kafka is unavailable (retriable errors,
+ *   a full disk among them).
  * @throws non-retriable errors that are not about the rows (missing table, bad SQL).
  */
 export async function write(batch: PreparedBatch, targets: WriteTargets): Promise<Outcome<Pick<BatchReport, 'rows' | 'deadLetters'>>> {

@@ -45,6 +45,8 @@ export interface EventSink {
   accept(events: readonly ContinuityEvent[]): Promise<readonly EventRefusal[] | void>;
   /** False while the sink cannot take events (readiness probe). */
   ready(): boolean;
+  /** Why the sink is not ready, for the 503's message (e.g. the store's disk is full), when it knows. */
+  unreadyReason?(): string | undefined;
 }
 
 /** Maps one OTLP log record onto a contract event input, or the several it carries (DESIGN §3 attribute mapping). */
@@ -72,9 +74,9 @@ export interface RejectedRecord {
 export interface GatewayStats {
   /** Ingest requests that reached their handler. */
   requests: number;
-  /** Events the sink took. */
+  /** Events the sink took (a request answered 503 adds none). */
   accepted: number;
-  /** Events refused for good: invalid, or refused by the sink (too large, refused by Kafka). */
+  /** Events refused for good: invalid (with an issue; `rejectedByCode` counts the issues by code), or refused by the sink (too large, refused by Kafka). */
   rejected: number;
   /** `rejected` by issue code (an invalid event counts once per issue). */
   rejectedByCode: Record<string, number>;
@@ -216,7 +218,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     if (events.length === 0) return [];
     let refusals: readonly EventRefusal[] | void;
     try {
-      if (!options.sink.ready()) throw new ContinuityError('CONT_ERR_INGEST_UNAVAILABLE', 'the sink is not ready');
+      if (!options.sink.ready()) throw new ContinuityError('CONT_ERR_INGEST_UNAVAILABLE', options.sink.unreadyReason?.() ?? 'the sink is not ready');
       refusals = await options.sink.accept(events);
     } catch (err) {
       if (isContinuityError(err) && err.httpStatus === 503) stats.unavailableEvents += events.length;
@@ -232,7 +234,8 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/readyz', async (_req, reply) => {
     const ready = options.sink.ready();
-    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', ...stats });
+    const reason = ready ? undefined : options.sink.unreadyReason?.();
+    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', ...(reason ? { reason } : {}), ...stats });
   });
 
   app.post('/v1/logs', { onRequest: [authorize, accepts(OTLP_MEDIA_TYPES)] }, async (req, reply) => {
