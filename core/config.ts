@@ -20,7 +20,8 @@ const KafkaTopicName = z
  *   unset the embedded mode keeps one in `<data-dir>/hash.key`.
  * - `CONTINUITY_RETENTION_DAYS`: event TTL in days (0 keeps events forever). Set, it changes the
  *   store's TTL when the store opens; unset, the store keeps the TTL it has (90 days when created),
- *   so a command run without it never shortens a retention set before.
+ *   so a command run without it never shortens a retention set before. The write paths read the
+ *   store's TTL, not this value (store/retention.ts).
  * - `CONTINUITY_MCP_PATHS`: comma-separated MCP endpoint paths for proxy inference
  *   (default: inferred from requests that carry `Mcp-Session-Id`/`Mcp-Protocol-Version`).
  * - `CONTINUITY_REMINT_WINDOW_S`: window for inferred re-mints (default 10 s).

@@ -89,6 +89,12 @@ export const ERROR_CODES = {
     httpStatus: 400,
     fix: 'Fix the producer; the issue list names each field and rule of event contract v1 (schema/events/).',
   },
+  CONT_ERR_EVENT_EXPIRED: {
+    message: 'an event is older than the store keeps it',
+    retriable: false,
+    httpStatus: 400,
+    fix: "The store drops events older than its retention (the TTL of `events`: 90 days unless CONTINUITY_RETENTION_DAYS set another; each refused index has the issue `expired` with the cutoff). To keep older events (a backfill), start the process that owns the store with CONTINUITY_RETENTION_DAYS large enough, or 0 (for ever), then send them again; otherwise check the producer's clock.",
+  },
   CONT_ERR_SHUTDOWN: {
     message: 'the component is shutting down',
     retriable: true,

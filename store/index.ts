@@ -3,4 +3,6 @@ export { openStore, decodeCompact, classifyStoreError } from './client.ts';
 export type { Store } from './client.ts';
 export { migrate, applyRetention, retentionDaysOf, loadMigrations, splitStatements, RETAINED_TABLES, MIN_FREE_BYTES_FOR_DDL } from './migrate.ts';
 export type { DdlOptions, Migration } from './migrate.ts';
+export { readRetention } from './retention.ts';
+export type { Retention, RetentionOptions } from './retention.ts';
 export { openMigratedStore } from './open.ts';

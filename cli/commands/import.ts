@@ -4,7 +4,7 @@ import { assertSomethingImported, importCaddyLogs, type ImportProgress, type Imp
 import { hasherForConfig } from '../../core/hash.ts';
 import type { Config } from '../../core/config.ts';
 import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
-import { retentionDaysOf, type Store } from '../../store/index.ts';
+import { readRetention, type Retention, type Store } from '../../store/index.ts';
 import { configFrom, withStore } from '../context.ts';
 import { reportParams, withReportOptions, type ReportFlags } from './report.ts';
 
@@ -51,7 +51,7 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
     if (started) bar?.stop();
   }
   printRejects(report);
-  warnExpired(report, await retentionDaysOf(store));
+  warnExpired(report, await readRetention(store));
   assertSomethingImported(report);
   return report;
 }
@@ -59,16 +59,17 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
 /**
  * Says so when the input reaches back past the retention TTL: the store drops such
  * events in a merge it schedules right after writing them (the TTL is applied by merges,
- * not by the write), and the report would otherwise just be empty.
+ * not by the write), and the report would otherwise just be empty. The cutoff is the
+ * one every write path uses (store/retention.ts); an import warns once for its time
+ * range rather than dead-lettering each line of an old log.
  */
-function warnExpired(report: ImportReport, retentionDays: number): void {
-  if (retentionDays <= 0 || report.time_range === null) return;
-  const cutoff = Date.now() - retentionDays * 86_400_000;
-  if (Date.parse(report.time_range.first) >= cutoff) return;
-  const all = Date.parse(report.time_range.last) < cutoff;
+function warnExpired(report: ImportReport, retention: Retention): void {
+  const cutoff = retention.cutoffMicros();
+  if (report.time_range === null || !(Date.parse(report.time_range.first) * 1000 < cutoff)) return;
+  const all = Date.parse(report.time_range.last) * 1000 < cutoff;
   process.stderr.write(
     `warning: ${all ? 'every entry' : 'some entries'} of this input (${report.time_range.first} .. ${report.time_range.last}) ` +
-      `${all ? 'is' : 'are'} older than the ${retentionDays}-day retention; the store drops those events. ` +
+      `${all ? 'is' : 'are'} older than the ${retention.days}-day retention; the store drops those events. ` +
       'To keep such events, set CONTINUITY_RETENTION_DAYS=0 (or more days) before importing them: a second import of ' +
       'the same lines soon after is taken as a duplicate of this one and stores nothing.\n',
   );

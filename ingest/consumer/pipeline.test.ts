@@ -6,6 +6,7 @@ import { decode, dedupToken, enrich, prepare, runBatch, validate, type DeadLette
 import { encodeCommitMetadata, parseCommitMetadata } from './runner.ts';
 
 const NOW_MS = 1_796_000_000_000;
+const DAY_MS = 86_400_000;
 const event = (extra: Record<string, unknown> = {}) => ({
   event_id: randomUUID(),
   event_type: 'boot',
@@ -147,7 +148,7 @@ describe('commit metadata of the intent protocol', () => {
 });
 
 /** A store stand-in that records inserts and fails on demand (unit level: no engine). */
-function recordingTargets(failures: Array<'unavailable' | 'bad-row' | 'broken'> = [], badMarker = 'BAD') {
+function recordingTargets(failures: Array<'unavailable' | 'bad-row' | 'broken'> = [], badMarker = 'BAD', cutoffs: number[] = []) {
   const inserts: Array<{ table: string; token: string | undefined; rows: number }> = [];
   const published: DeadLetter[] = [];
   const store = {
@@ -164,8 +165,16 @@ function recordingTargets(failures: Array<'unavailable' | 'bad-row' | 'broken'> 
       return [];
     },
   } as unknown as Store;
+  // The store's retention: 90 days before NOW_MS, or the next of `cutoffs` on each call (a clock that moves).
+  let cutoff = (NOW_MS - 90 * DAY_MS) * 1000;
+  const retention = {
+    days: 90,
+    cutoffMicros: () => (cutoff = cutoffs.shift() ?? cutoff),
+    explain: (ts: number, c: number) => `event time ${ts} is older than the 90-day retention (cutoff ${c})`,
+  };
   const targets: WriteTargets = {
     store,
+    retention,
     async publishDeadLetters(_r, letters) {
       published.push(...letters);
     },
@@ -211,6 +220,32 @@ describe('runBatch (the pipeline top to bottom)', () => {
     expect(events.reduce((n, i) => n + i.rows, 0)).toBe(4);
     // Sub-range tokens derive from the range token and offsets: equal on a replay.
     expect(events.every((i) => i.token?.startsWith('events-t:3:0-4/'))).toBe(true);
+  });
+
+  it('dead-letters rows older than the store\'s retention as expired instead of inserting them (the TTL would drop them unseen)', async () => {
+    const t = recordingTargets();
+    const old = [event({ ts: 978_307_200_001_000 }), event({ ts: (NOW_MS - 100 * DAY_MS) * 1000 })];
+    const messages = [msg(0, event()), msg(1, old[0]), msg(2, event({ ts: (NOW_MS - 89 * DAY_MS) * 1000 })), msg(3, old[1])];
+    const report = await runBatch(range(messages), { targets: t.targets, maxMessageBytes: 1 << 20 }, hooks().hooks);
+    expect(report).toMatchObject({ rows: 2, deadLetters: { expired: 2 } });
+    expect(t.inserts).toEqual([
+      { table: 'events', token: 'events-t:3:0-3', rows: 2 },
+      { table: 'dead_letters', token: undefined, rows: 2 },
+    ]);
+    expect(t.published.map((d) => [d.message.offset, d.reason])).toEqual([
+      [1n, 'expired'],
+      [3n, 'expired'],
+    ]);
+    expect(t.published[0]!.detail).toMatch(/older than the 90-day retention/);
+  });
+
+  it('judges expiry when the write happens: a row that passes the retention while the store is down is dead-lettered, not inserted', async () => {
+    const ts = (NOW_MS - 90 * DAY_MS) * 1000 + 5;
+    // First attempt: the row is 5 µs inside the retention; by the retry it is past it.
+    const t = recordingTargets(['unavailable'], 'BAD', [ts - 1, ts + 1]);
+    const report = await runBatch(range([msg(0, event({ ts })), msg(1, event())]), { targets: t.targets, maxMessageBytes: 1 << 20, retryInitialDelayMs: 1, retryMaxDelayMs: 2 }, hooks().hooks);
+    expect(report).toMatchObject({ rows: 1, retries: 1, deadLetters: { expired: 1 } });
+    expect(t.inserts.filter((i) => i.table === 'events')).toEqual([{ table: 'events', token: 'events-t:3:0-1', rows: 1 }]);
   });
 
   it('stops on a non-retriable error that is not about the rows', async () => {

@@ -9,6 +9,7 @@
  *   enrich   event → stored event    drop: duplicate_in_batch
  *   (an exception out of any of these three for one message → dlq: invalid_event)
  *   write    batch → store           ok | retry(err) (store or Kafka unavailable, a full disk);
+ *                                    rows older than the store's retention → dlq: expired;
  *                                    rows the store refuses → dlq: store_rejected
  *
  * A batch is a contiguous offset range `[first, last]` of ONE partition. Its events go
@@ -22,7 +23,7 @@ import { createHash } from 'node:crypto';
 import { ContinuityError, isContinuityError } from '../../core/errors.ts';
 import { retry } from '../../core/retry.ts';
 import { parseEvent, type ContinuityEvent, type EventIssue } from '../../schema/index.ts';
-import type { Store } from '../../store/index.ts';
+import type { Retention, Store } from '../../store/index.ts';
 import { createJsonLines, type JsonLines } from './json-lines.ts';
 
 // ---------------------------------------------------------------------------
@@ -30,7 +31,7 @@ import { createJsonLines, type JsonLines } from './json-lines.ts';
 // ---------------------------------------------------------------------------
 
 /** Why a message went to the dead-letter topic and table (the `reason` column). */
-export type DeadLetterReason = 'empty' | 'too_large' | 'not_utf8' | 'not_json' | 'invalid_event' | 'store_rejected';
+export type DeadLetterReason = 'empty' | 'too_large' | 'not_utf8' | 'not_json' | 'invalid_event' | 'expired' | 'store_rejected';
 /** Why a message was left out on purpose (counted, not dead-lettered). */
 export type DropReason = 'duplicate_in_batch';
 
@@ -88,6 +89,9 @@ export interface PreparedBatch {
    */
   readonly rows: JsonLines;
   readonly rowMessages: InputMessage[];
+  /** Event time of row i, µs since the epoch (UTC), and the earliest of them (+Infinity for no rows). */
+  readonly rowTs: number[];
+  readonly oldestTs: number;
   readonly deadLetters: DeadLetter[];
   readonly drops: Partial<Record<DropReason, number>>;
 }
@@ -95,6 +99,8 @@ export interface PreparedBatch {
 /** Where `write` puts things. */
 export interface WriteTargets {
   readonly store: Store;
+  /** The store's retention (store/retention.ts): rows older than it are dead-lettered as `expired`. */
+  readonly retention: Pick<Retention, 'cutoffMicros' | 'explain'>;
   /**
    * Publishes dead letters to the dead-letter topic and resolves once the broker
    * acknowledged them (acks=all). Rejects with a retriable error when Kafka is down.
@@ -194,16 +200,22 @@ export function prepare(range: MessageRange, ctx: Pick<PipelineContext, 'maxMess
   for (const m of range.messages) valueBytes += m.value?.length ?? 0;
   const rows = createJsonLines(valueBytes + (valueBytes >> 3) + 64 * range.messages.length);
   const rowMessages: InputMessage[] = [];
+  const rowTs: number[] = [];
+  let oldestTs = Number.POSITIVE_INFINITY;
   const deadLetters: DeadLetter[] = [];
   const drops: Partial<Record<DropReason, number>> = {};
   const seen = new Set<string>();
   for (const message of range.messages) {
     const outcome = step(message, ctx.maxMessageBytes, seen);
     switch (outcome.kind) {
-      case 'ok':
-        rows.push(outcome.value);
+      case 'ok': {
+        const ts = outcome.value.ts;
+        rows.push(JSON.stringify(outcome.value));
         rowMessages.push(message);
+        rowTs.push(ts);
+        if (ts < oldestTs) oldestTs = ts;
         break;
+      }
       case 'dlq':
         deadLetters.push({ message, reason: outcome.reason, detail: outcome.detail });
         break;
@@ -214,17 +226,17 @@ export function prepare(range: MessageRange, ctx: Pick<PipelineContext, 'maxMess
         throw outcome.error; // no per-message step retries
     }
   }
-  return { range, token: dedupToken(range.topic, range.partition, range.first, range.last), rows, rowMessages, deadLetters, drops };
+  return { range, token: dedupToken(range.topic, range.partition, range.first, range.last), rows, rowMessages, rowTs, oldestTs, deadLetters, drops };
 }
 
 /**
- * decode → validate → enrich for one message; `ok` carries the JSONEachRow line.
+ * decode → validate → enrich for one message; `ok` carries the event to store.
  * The steps answer with outcomes and are not meant to throw; should one throw anyway
  * (input nobody foresaw), that one message becomes an `invalid_event` dead letter
  * naming the exception: it must not stop the consumer, which would replay it on every
  * restart and stop again (DESIGN §5: bad input never crashes a component).
  */
-function step(message: InputMessage, maxMessageBytes: number, seen: Set<string>): Outcome<string> {
+function step(message: InputMessage, maxMessageBytes: number, seen: Set<string>): Outcome<ContinuityEvent> {
   let at = 'decode';
   try {
     const decoded = decode(message, maxMessageBytes);
@@ -233,9 +245,7 @@ function step(message: InputMessage, maxMessageBytes: number, seen: Set<string>)
     const validated = validate(decoded.value, message);
     if (validated.kind !== 'ok') return validated;
     at = 'enrich';
-    const enriched = enrich(validated.value, seen);
-    if (enriched.kind !== 'ok') return enriched;
-    return ok(JSON.stringify(enriched.value));
+    return enrich(validated.value, seen);
   } catch (err) {
     const e = err instanceof Error ? err : new Error(String(err));
     return dlq('invalid_event', clip(`the ${at} step failed on this record: ${e.name}: ${e.message}`));
@@ -298,18 +308,29 @@ export function enrich(event: ContinuityEvent, seenInBatch: Set<string>): Outcom
  * the rows as data (a parse or type error), the batch is bisected — sub-ranges carry
  * `<token>/<first>-<last>` tokens, deterministic on replay — and the refused rows
  * become `store_rejected` dead letters.
+ *
+ * Rows whose event time is older than the store's retention at this attempt become
+ * `expired` dead letters instead of being inserted: the TTL would drop them unseen. It
+ * is judged here, at the write, not when the record was produced: records can wait in
+ * Kafka (lag, a store outage) until they pass the retention. The check is one
+ * comparison per batch (its oldest row) and, only when that fails, one per row. A row
+ * that expires between a write the store took and its replay is dead-lettered on the
+ * replay too (the replay's insert is then dropped by the token): at worst a dead letter
+ * for an event the TTL removes anyway, never a loss.
  * @returns ok, or retry(err) when the store or Kafka is unavailable (retriable errors,
  *   a full disk among them).
  * @throws non-retriable errors that are not about the rows (missing table, bad SQL).
  */
 export async function write(batch: PreparedBatch, targets: WriteTargets): Promise<Outcome<Pick<BatchReport, 'rows' | 'deadLetters'>>> {
   try {
-    const refused = await insertRows(targets.store, batch, 0, batch.rows.length, batch.token);
-    const letters = refused.length === 0 ? batch.deadLetters : [...batch.deadLetters, ...refused].sort(byOffset);
+    const { rows, expired } = unexpired(batch, targets.retention);
+    const refused = await insertRows(targets.store, rows, 0, rows.rows.length, batch.token);
+    const extra = [...expired, ...refused];
+    const letters = extra.length === 0 ? batch.deadLetters : [...batch.deadLetters, ...extra].sort(byOffset);
     if (letters.length > 0) await writeDeadLetters(targets, batch.range, letters);
     const deadLetters: Partial<Record<DeadLetterReason, number>> = {};
     for (const l of letters) deadLetters[l.reason] = (deadLetters[l.reason] ?? 0) + 1;
-    return ok({ rows: batch.rows.length - refused.length, deadLetters });
+    return ok({ rows: rows.rows.length - refused.length, deadLetters });
   } catch (err) {
     if (isRetriable(err)) return retryLater(err as Error);
     throw err;
@@ -331,8 +352,33 @@ export function dedupToken(topic: string, partition: number, first: bigint, last
   return `${name}${tail}`;
 }
 
+/** Rows to insert: row i is `rows.line(i)` and came from `rowMessages[i]`; `token` names the whole range. */
+type RowSet = Pick<PreparedBatch, 'rows' | 'rowMessages' | 'token'>;
+
+/**
+ * The batch's rows still within the store's retention now, and `expired` dead letters
+ * for the others. The batch itself when none is older than the cutoff (the usual case:
+ * one comparison); otherwise a copy of the rows that are kept.
+ */
+function unexpired(batch: PreparedBatch, retention: WriteTargets['retention']): { rows: RowSet; expired: DeadLetter[] } {
+  const cutoff = retention.cutoffMicros();
+  if (!(batch.oldestTs < cutoff)) return { rows: batch, expired: [] };
+  const kept = createJsonLines(batch.rows.byteLength);
+  const keptMessages: InputMessage[] = [];
+  const expired: DeadLetter[] = [];
+  for (let i = 0; i < batch.rows.length; i++) {
+    const ts = batch.rowTs[i]!;
+    if (ts < cutoff) expired.push({ message: batch.rowMessages[i]!, reason: 'expired', detail: clip(retention.explain(ts, cutoff)) });
+    else {
+      kept.push(batch.rows.line(i));
+      keptMessages.push(batch.rowMessages[i]!);
+    }
+  }
+  return { rows: { rows: kept, rowMessages: keptMessages, token: batch.token }, expired };
+}
+
 /** Inserts rows [from, to) with `token`; returns the rows the store refused as data. */
-async function insertRows(store: Store, batch: PreparedBatch, from: number, to: number, token: string): Promise<DeadLetter[]> {
+async function insertRows(store: Store, batch: RowSet, from: number, to: number, token: string): Promise<DeadLetter[]> {
   if (to <= from) return [];
   try {
     await store.insertJsonEachRow('events', batch.rows.lines(from, to), { dedupToken: token });

@@ -21,7 +21,7 @@ import type { Admin, Batch, Consumer, EachBatchPayload, Kafka, KafkaMessage, Pro
 import { CompressionTypes } from 'kafkajs';
 import type { KafkaConfig } from '../../core/config.ts';
 import { retry } from '../../core/retry.ts';
-import type { Store } from '../../store/index.ts';
+import { readRetention, type Retention, type Store } from '../../store/index.ts';
 import { createKafka, ensureTopics, kafkaUnavailable, type KafkaLogLevel } from '../transport/kafka.ts';
 import { stablePartitioner } from '../transport/kafka-producer.ts';
 import {
@@ -69,6 +69,11 @@ export interface KafkaConsumerOptions {
   kafka: KafkaConfig;
   /** The store the events go to; the caller opens and closes it. */
   store: Store;
+  /**
+   * The store's retention (default: read from `store` by `start`, store/retention.ts):
+   * rows older than it when written are dead-lettered as `expired`.
+   */
+  retention?: Retention;
   /** Default `continuity-consumer`. */
   clientId?: string;
   logLevel?: KafkaLogLevel;
@@ -162,10 +167,12 @@ export interface ConsumerMetrics {
 /** The running consumer returned by {@link createKafkaConsumer}. */
 export interface KafkaConsumer {
   /**
-   * Provisions the topics, connects, joins the group and starts consuming (returns
-   * once consumption started; progress arrives through `onEvent` and `metrics`).
+   * Reads the store's retention (unless given), provisions the topics, connects, joins
+   * the group and starts consuming (returns once consumption started; progress arrives
+   * through `onEvent` and `metrics`).
    * @throws ContinuityError CONT_ERR_KAFKA_UNAVAILABLE when Kafka cannot be reached
-   *   (nothing stays connected; `start` may be called again).
+   *   (nothing stays connected; `start` may be called again); the store's coded error
+   *   when its retention cannot be read.
    */
   start(): Promise<void>;
   /** Resolves when no batch is being processed. */
@@ -298,12 +305,8 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     }
   };
 
-  const pipeline: PipelineContext = {
-    targets: { store: options.store, publishDeadLetters },
-    maxMessageBytes: cfg.maxMessageBytes,
-    retryInitialDelayMs: options.retryInitialDelayMs ?? 200,
-    retryMaxDelayMs: options.retryMaxDelayMs ?? 5000,
-  };
+  /** Set by `start` once the store's retention is known. */
+  let pipeline: PipelineContext | undefined;
 
   /** The group's committed offsets and metadata, read once per generation. */
   const committedFor = async (partition: number): Promise<{ offset: bigint; metadata: string | null }> => {
@@ -384,7 +387,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     const range: MessageRange = { topic, partition, first, last, messages };
     let report: BatchReport;
     try {
-      report = await runBatch(range, pipeline, {
+      report = await runBatch(range, pipeline!, {
         signal: abort.signal,
         beforeWrite: async () => {
           // A replayed intent is durable already; a new range records its intent first.
@@ -604,6 +607,13 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   return {
     metrics,
     async start(): Promise<void> {
+      // Read before Kafka is reached: a store error is the store's, not Kafka's.
+      pipeline ??= {
+        targets: { store: options.store, retention: options.retention ?? (await readRetention(options.store)), publishDeadLetters },
+        maxMessageBytes: cfg.maxMessageBytes,
+        retryInitialDelayMs: options.retryInitialDelayMs ?? 200,
+        retryMaxDelayMs: options.retryMaxDelayMs ?? 5000,
+      };
       try {
         admin = kafka.admin();
         await admin.connect();

@@ -10,6 +10,7 @@ import {
   unsupportedContentCodingError,
 } from '../../core/http.ts';
 import { parseEvent, type ContinuityEvent, type EventIssue, type ParseResult } from '../../schema/index.ts';
+import type { Retention } from '../../store/index.ts';
 import { decodeOtlpJson, decodeOtlpProtobuf, encodeOtlpResponse, OtlpShapeError, type OtlpLogRecord } from './otlp.ts';
 
 /** Media types `POST /v1/logs` takes: OTLP/HTTP JSON or protobuf (both protobuf names have a parser). */
@@ -47,6 +48,13 @@ export interface EventSink {
   ready(): boolean;
   /** Why the sink is not ready, for the 503's message (e.g. the store's disk is full), when it knows. */
   unreadyReason?(): string | undefined;
+  /**
+   * The retention of the store the sink writes to, when the sink writes it itself (the
+   * in-process transport of `serve`): events older than it are refused in the answer,
+   * per index, with the issue `expired` (the TTL would drop them unseen). A Kafka
+   * producer does not know the store; there the consumer dead-letters them as `expired`.
+   */
+  retention?(): Promise<Retention>;
 }
 
 /** Maps one OTLP log record onto a contract event input, or the several it carries (DESIGN §3 attribute mapping). */
@@ -76,7 +84,7 @@ export interface GatewayStats {
   requests: number;
   /** Events the sink took (a request answered 503 adds none). */
   accepted: number;
-  /** Events refused for good: invalid (with an issue; `rejectedByCode` counts the issues by code), or refused by the sink (too large, refused by Kafka). */
+  /** Events refused for good: invalid or expired (with an issue; `rejectedByCode` counts the issues by code), or refused by the sink (too large, refused by Kafka). */
   rejected: number;
   /** `rejected` by issue code (an invalid event counts once per issue). */
   rejectedByCode: Record<string, number>;
@@ -105,7 +113,10 @@ const INGEST_ROUTES: ReadonlySet<string> = new Set(['/v1/logs', '/v1/events']);
  *   `forbidden_key` (otlp.ts); neither fails the request.
  * - `POST /v1/events` — a JSON array of contract events (or `{ "events": [...] }`);
  *   valid events are kept, and when any is invalid the answer is 400 listing each
- *   refused index with its coded issues (DESIGN §3; codes: schema `parseEvent`).
+ *   refused index with its coded issues (DESIGN §3; codes: schema `parseEvent`):
+ *   `CONT_ERR_EVENT_INVALID`, or `CONT_ERR_EVENT_EXPIRED` when every refused event is
+ *   only older than the store's retention (issue `expired`; checked when the sink has a
+ *   retention, see {@link EventSink}).
  * - JSON bodies (both routes, and the read API under /api) are parsed by core/http.ts
  *   `parseJsonBody`: a `__proto__` key (or a `constructor` key holding `prototype`)
  *   anywhere refuses the whole body with 400 `CONT_ERR_BAD_REQUEST` naming the key
@@ -186,11 +197,13 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   };
 
   /** The valid events, the invalid inputs, and where each valid event sits in `inputs`. */
-  const validate = (inputs: readonly unknown[]): { events: ContinuityEvent[]; rejected: RejectedRecord[]; inputIndex: number[] } => {
+  const validate = async (inputs: readonly unknown[]): Promise<{ events: ContinuityEvent[]; rejected: RejectedRecord[]; inputIndex: number[] }> => {
     const events: ContinuityEvent[] = [];
     const inputIndex: number[] = [];
     const rejected: RejectedRecord[] = [];
     const nowMicros = now();
+    const retention = inputs.length > 0 ? await options.sink.retention?.() : undefined;
+    const cutoff = retention ? retention.cutoffMicros(nowMicros / 1000) : Number.NEGATIVE_INFINITY;
     inputs.forEach((input, index) => {
       let r: ParseResult;
       try {
@@ -201,6 +214,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
         app.log.error(err);
         r = { ok: false, issues: [{ path: '', code: 'validation_failed', message: `validation failed: ${(err as Error)?.name}: ${(err as Error)?.message}` }] };
       }
+      if (r.ok && r.event.ts < cutoff) r = { ok: false, issues: [{ path: 'ts', code: 'expired', message: retention!.explain(r.event.ts, cutoff) }] };
       if (r.ok) {
         events.push(r.event);
         inputIndex.push(index);
@@ -272,7 +286,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
         recordOf.push(index);
       }
     });
-    const { events, rejected: invalid, inputIndex } = validate(mapped);
+    const { events, rejected: invalid, inputIndex } = await validate(mapped);
     const delivered = await deliver(events, inputIndex);
     for (const r of byIndex(invalid, delivered)) {
       const index = recordOf[r.index]!;
@@ -301,13 +315,19 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     const body = req.body as unknown;
     const list = Array.isArray(body) ? body : (body as { events?: unknown } | null)?.events;
     if (!Array.isArray(list)) throw new ContinuityError('CONT_ERR_BAD_REQUEST', 'expected a JSON array of events or { "events": [...] }');
-    const { events, rejected: invalid, inputIndex } = validate(list);
+    const { events, rejected: invalid, inputIndex } = await validate(list);
     const refused = await deliver(events, inputIndex);
     const accepted = events.length - refused.length;
     if (invalid.length > 0 || refused.length > 0) {
       const rejected = byIndex(invalid, refused);
       const code =
-        invalid.length > 0 ? 'CONT_ERR_EVENT_INVALID' : refused.every((r) => r.issues[0]?.code === 'too_large') ? 'CONT_ERR_EVENT_TOO_LARGE' : 'CONT_ERR_EVENT_REFUSED';
+        invalid.length > 0
+          ? invalid.every((r) => r.issues.every((i) => i.code === 'expired')) && refused.length === 0
+            ? 'CONT_ERR_EVENT_EXPIRED'
+            : 'CONT_ERR_EVENT_INVALID'
+          : refused.every((r) => r.issues[0]?.code === 'too_large')
+            ? 'CONT_ERR_EVENT_TOO_LARGE'
+            : 'CONT_ERR_EVENT_REFUSED';
       const err = new ContinuityError(code, `${rejected.length} of ${list.length} event(s) refused${accepted > 0 ? '; the others were accepted' : ''}`);
       // A request refused whole for its events' size is a 413 (RFC 9110 §15.5.14); a
       // partial one keeps the 400 that lists what to fix and tells not to resend.

@@ -172,6 +172,25 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     expect(await stored("service = 'partial'")).toBe(1);
   });
 
+  it('reports records older than the store\'s retention as rejected (partial success), naming the cutoff', async () => {
+    const record = (timeUnixNano: string) => ({ timeUnixNano, eventName: 'boot', attributes: [] });
+    const body = {
+      resourceLogs: [
+        {
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-old' } }] },
+          scopeLogs: [{ logRecords: [record(String(Date.now() * 1_000_000)), record('1700000000000000000')] }],
+        },
+      ],
+    };
+    const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: auth, payload: body });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().partialSuccess).toEqual({
+      rejectedLogRecords: 1,
+      errorMessage: expect.stringMatching(/^record 1: ts expired: event time 2023-11-14T22:13:20\.000Z is older than the store's 90-day retention/),
+    });
+    expect(await stored("service = 'otlp-old'")).toBe(1);
+  });
+
   it('answers protobuf partial success in protobuf', async () => {
     const body = encodeOtlpRequest({
       resourceLogs: [{ scopeLogs: [{ logRecords: [{ timeUnixNano: String(Date.now() * 1_000_000), eventName: 'nope' }] }] }],
@@ -352,6 +371,33 @@ describe('POST /v1/events', () => {
     expect(await stored("service = 'proto-body' AND attrs['constructor'] = 'c'")).toBe(1);
     const malformed = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload: '[{"a":' });
     expect(malformed.json()).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', message: expect.stringContaining('the body is not valid JSON: ') });
+  });
+
+  it('refuses events older than the store\'s retention per index (expired), instead of accepting what the TTL drops unseen', async () => {
+    const day = 86_400e6;
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/events',
+      headers: auth,
+      payload: [
+        boot({ service: 'retention' }),
+        boot({ service: 'retention', ts: 978_307_200_001_000 }), // 2001-01-01
+        boot({ service: 'retention', ts: nowMicros() - 100 * day }),
+        boot({ service: 'retention', ts: nowMicros() - 89 * day }),
+      ],
+    });
+    expect(res.statusCode).toBe(400);
+    const body = res.json();
+    expect(body).toMatchObject({ code: 'CONT_ERR_EVENT_EXPIRED', accepted: 2 });
+    expect(body.rejected.map((r: { index: number }) => r.index)).toEqual([1, 2]);
+    for (const r of body.rejected) {
+      expect(r.issues).toEqual([{ path: 'ts', code: 'expired', message: expect.stringMatching(/older than the store's 90-day retention/) }]);
+    }
+    expect(await stored("service = 'retention'")).toBe(2);
+    // With invalid events among them the answer keeps the contract's code; each index keeps its own.
+    const mixed = await app.inject({ method: 'POST', url: '/v1/events', headers: auth, payload: [boot({ ts: 978_307_200_001_000 }), { ...boot(), event_type: 'nope' }] });
+    expect(mixed.json()).toMatchObject({ code: 'CONT_ERR_EVENT_INVALID', accepted: 0 });
+    expect(mixed.json().rejected.map((r: { issues: Array<{ code: string }> }) => r.issues[0]!.code)).toEqual(['expired', 'unknown_event_type']);
   });
 
   it('refuses a lone UTF-16 surrogate with 400 naming the field, and keeps the other events', async () => {

@@ -1,6 +1,6 @@
 import { ContinuityError } from '../../core/errors.ts';
 import type { ContinuityEvent } from '../../schema/index.ts';
-import type { Store } from '../../store/index.ts';
+import { readRetention, type Retention, type Store } from '../../store/index.ts';
 import type { EventSink } from '../gateway/app.ts';
 import { retry } from '../../core/retry.ts';
 import { createBatchWriter, type BatchSink, type BatchWriter, type SinkResult } from '../writer/batch-writer.ts';
@@ -29,6 +29,8 @@ export interface InProcessTransportStats {
 export interface InProcessTransport extends EventSink {
   readonly writer: BatchWriter;
   readonly stats: Readonly<InProcessTransportStats>;
+  /** The store's retention, read on first use and kept (store/retention.ts). */
+  retention(): Promise<Retention>;
   /** The store's error while the writer is retrying it; undefined when ready. */
   unreadyReason(): string | undefined;
   flush(): Promise<void>;
@@ -49,6 +51,9 @@ export interface InProcessTransport extends EventSink {
  * bounded and clients keep what they could not hand over. Only `shutdown` ends the
  * retries, after `shutdownGraceMs`: what is still queued then is counted as lost
  * (`writer.stats.dropped`), and `writer.error` is the store's error.
+ *
+ * The retention (`retention()`) lets the gateway refuse events older than the store
+ * keeps, in its answer, before they are queued.
  */
 export function createInProcessTransport(store: Store, options: InProcessTransportOptions = {}): InProcessTransport {
   const storeSink = createStoreSink(store, 'events', { token: contentToken('gateway') });
@@ -90,6 +95,7 @@ export function createInProcessTransport(store: Store, options: InProcessTranspo
     onFull: 'wait',
   });
   let closed = false;
+  let retention: Promise<Retention> | undefined;
   const unreadyReason = (): string | undefined =>
     closed ? 'shutting down' : failing ? `${failing.message} (the events accepted before are kept and written once the store takes them)` : undefined;
   return {
@@ -97,6 +103,13 @@ export function createInProcessTransport(store: Store, options: InProcessTranspo
     stats,
     ready: () => !closed && failing === undefined,
     unreadyReason,
+    retention(): Promise<Retention> {
+      retention ??= readRetention(store).catch((err: unknown) => {
+        retention = undefined; // read again on the next request
+        throw err;
+      });
+      return retention;
+    },
     async accept(events: readonly ContinuityEvent[]): Promise<void> {
       if (closed) throw new ContinuityError('CONT_ERR_SHUTDOWN');
       if (failing) throw new ContinuityError('CONT_ERR_INGEST_UNAVAILABLE', unreadyReason(), { cause: failing });

@@ -1,7 +1,8 @@
 // Fault 4: poison records (invalid JSON, contract violations, a valid event with an unknown
-// field nested 100,000 arrays deep, a lone UTF-16 surrogate, oversized, invalid UTF-8,
-// empty) among valid events. Each lands in the dead-letter topic AND the dead_letters
-// table with its reason and its original payload; every valid event is stored once.
+// field nested 100,000 arrays deep, a lone UTF-16 surrogate, events older than the store's
+// retention, oversized, invalid UTF-8, empty) among valid events. Each lands in the
+// dead-letter topic AND the dead_letters table with its reason and its original payload;
+// every valid event is stored once.
 import { rmSync } from 'node:fs';
 import { Partitioners, type Admin, type Message, type Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,6 +40,9 @@ function poisonRecords(tag: string): Poison[] {
   }
   for (let i = 0; i < 2; i++) out.push({ reason: 'not_utf8', message: { key: `u${i}`, value: Buffer.from([0x7b, 0xc3, 0x28, 0x7d, i]) } });
   for (let i = 0; i < 2; i++) out.push({ reason: 'empty', message: { key: `e${i}`, value: null } });
+  // Older than the store's retention (90 days): the TTL would drop them unseen at insert.
+  out.push({ reason: 'expired', message: { key: 'old0', value: JSON.stringify({ ...valid(), ts: 978_307_200_001_000 }) } });
+  out.push({ reason: 'expired', message: { key: 'old1', value: JSON.stringify({ ...valid(), ts: Date.now() * 1000 - 100 * 86_400e6 }) } });
   // A lone UTF-16 surrogate (JSON "\ud800" escape): refused by validation, naming the field, not by the store.
   out.push({ reason: 'invalid_event', message: { key: 'lone0', value: JSON.stringify({ ...valid(), service: 'PLACEHOLDER' }).replace('"PLACEHOLDER"', '"lone\\ud800surrogate"') } });
   return out;
@@ -118,6 +122,10 @@ describe('poison records', () => {
     expect(rows.find((r) => r.detail.includes('too_deep'))).toMatchObject({ reason: 'invalid_event', detail: expect.stringContaining('nested deeper than 64 levels') });
     expect(rows.filter((r) => r.reason === 'too_large').every((r) => r.detail.includes(`max ${MAX_MESSAGE_BYTES}`))).toBe(true);
     expect(rows.find((r) => r.payload.includes('lone\\ud800surrogate'))?.detail).toMatch(/^service lone_surrogate: /);
+    expect(rows.filter((r) => r.reason === 'expired').map((r) => r.detail)).toEqual([
+      expect.stringMatching(/older than the store's 90-day retention/),
+      expect.stringMatching(/older than the store's 90-day retention/),
+    ]);
 
     // The topic: the original records, headed with reason and origin.
     dlqReader = createKafka(kafka, { clientId: 'fault-poison-dlq' }).consumer({ groupId: `${topic}-dlq-reader`, maxWaitTimeInMs: 200 });

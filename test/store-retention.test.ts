@@ -1,0 +1,89 @@
+// The store's retention as every write path reads it (store/retention.ts): from the
+// events table's own TTL (CONTINUITY_RETENTION_DAYS changes that TTL only when set),
+// read once and kept, re-read at most once per refresh interval, never per batch.
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createContinuityServer } from '../api/index.ts';
+import { applyRetention, readRetention, type Store } from '../store/index.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+let t: TestStore;
+beforeAll(async () => {
+  t = await openTestStore('retention');
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+const DAY_US = 86_400e6;
+
+/** `t.store` counting its queries. */
+function counting(store: Store): { store: Store; queries: () => number } {
+  let n = 0;
+  return {
+    store: { ...store, query: (sql, params) => (n++, store.query(sql, params)) } as Store,
+    queries: () => n,
+  };
+}
+
+describe('readRetention', () => {
+  it('reads the TTL the store keeps (90 days when created) and gives the cutoff in µs', async () => {
+    const r = await readRetention(t.store);
+    expect(r.days).toBe(90);
+    const now = Date.UTC(2026, 11, 1, 12);
+    expect(r.cutoffMicros(now)).toBe(now * 1000 - 90 * DAY_US);
+    expect(r.explain(978_307_200_001_000, r.cutoffMicros(now))).toBe(
+      "event time 2001-01-01T00:00:00.001Z is older than the store's 90-day retention (it keeps events from 2026-09-02T12:00:00.000Z on): " +
+        'the TTL of `events` would drop it as soon as it is written (CONTINUITY_RETENTION_DAYS sets the retention; 0 keeps events for ever)',
+    );
+  });
+
+  it('is read once: a cutoff costs no query; it is read again only after the refresh interval, in the background', async () => {
+    const c = counting(t.store);
+    let clock = 1_000_000;
+    const r = await readRetention(c.store, { refreshMs: 60_000, clock: () => clock });
+    expect(c.queries()).toBe(1);
+    for (let i = 0; i < 1000; i++) r.cutoffMicros();
+    expect(c.queries()).toBe(1);
+    await applyRetention(t.store, 30);
+    try {
+      clock += 60_001;
+      expect(r.days).toBe(90); // the value in hand answers at once
+      r.cutoffMicros();
+      r.cutoffMicros(); // one refresh in flight at a time
+      expect(c.queries()).toBe(2);
+      await expect.poll(() => r.days).toBe(30);
+    } finally {
+      await applyRetention(t.store, 90);
+    }
+  });
+
+  it('has no cutoff when the store keeps events for ever (CONTINUITY_RETENTION_DAYS=0)', async () => {
+    await applyRetention(t.store, 0);
+    try {
+      const r = await readRetention(t.store);
+      expect(r.days).toBe(0);
+      expect(r.cutoffMicros()).toBe(Number.NEGATIVE_INFINITY);
+    } finally {
+      await applyRetention(t.store, 90);
+    }
+  });
+});
+
+describe('serve with a store that keeps events for ever', () => {
+  it('accepts and keeps events of any age', async () => {
+    await applyRetention(t.store, 0);
+    const server = await createContinuityServer({ store: t.store, transport: { flushIntervalMs: 20 } });
+    try {
+      const old = { event_id: randomUUID(), event_type: 'boot', ts: 978_307_200_001_000, source: 'server', service: 'forever' };
+      const res = await server.app.inject({ method: 'POST', url: '/v1/events', payload: [old] });
+      expect(res.json()).toEqual({ accepted: 1 });
+      await server.transport.flush();
+      const [row] = await t.store.query<{ n: number }>(`SELECT count() AS n FROM events WHERE service = 'forever'`);
+      expect(row!.n).toBe(1);
+    } finally {
+      await server.shutdown();
+      await applyRetention(t.store, 90);
+    }
+  });
+});
