@@ -43,7 +43,8 @@ afterAll(async () => {
 describe('the session rollups (migration 0008)', () => {
   it('are filled from an existing store’s events when migrated, and by the views from then on', async () => {
     expect(Math.min(...events.map((e) => e.ts as number))).toBeGreaterThanOrEqual(T0_MICROS + 1200e6);
-    expect(await migrate(store)).toEqual([8]);
+    // (only 0008: later migrations are not this test's)
+    expect(await migrate(store, { migrations: loadMigrations().filter((m) => m.version <= 8) })).toEqual([8]);
     expect(await count('proxy_sessions')).toBeGreaterThan(0);
     expect(await count('server_sessions')).toBeGreaterThan(0);
     // the whole-hour answer (from the backfilled rollups) is the rows' answer
