@@ -67,3 +67,19 @@ export function portFlag(text: string, flag = '--port'): number {
   if (!/^\s*\d+\s*$/.test(text) || port > 65_535) throw new ContinuityError('CONT_ERR_CONFIG', `${flag}: not a TCP port: ${JSON.stringify(text)}`);
   return port;
 }
+
+/**
+ * A server's failure to listen as the coded error a user can act on: a port in use
+ * (EADDRINUSE), or an address it may not take (EACCES, EADDRNOTAVAIL), is
+ * CONT_ERR_CONFIG naming the address and the flags; anything else is returned as it is.
+ */
+export function listenError(err: unknown, host: string, port: number): unknown {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (code === 'EADDRINUSE') {
+    return new ContinuityError('CONT_ERR_CONFIG', `--port ${port}: ${host}:${port} is already in use by another process; pass another --port, or --port 0 for any free one`, { cause: err });
+  }
+  if (code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+    return new ContinuityError('CONT_ERR_CONFIG', `--host ${host} --port ${port}: cannot listen there (${code}); pass another --host or --port`, { cause: err });
+  }
+  return err;
+}

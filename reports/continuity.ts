@@ -282,6 +282,15 @@ function findings(r: ContinuityReport): string[] {
   }
   if (r.remint_pairs.orphaned > 0) out.push(`${r.remint_pairs.orphaned} replacement session(s) were never adopted by the client.`);
   // With no configured path in the log, the proxy-derived sections looked at nothing.
-  if (out.length === 0 && paths?.verdict !== 'none_match') out.push('No continuity problems found in this range.');
+  if (out.length === 0 && paths?.verdict !== 'none_match') {
+    // Nothing at all is not a clean range: a mistyped --data-dir opens a new, empty store.
+    const nothing =
+      r.lines.scope === 'store' && r.lines.read === 0 && r.settlements.arrivals === 0 && r.sessions.total === 0 && r.restarts.total === 0 && r.auth_challenges.total === 0 && r.refused_misses.total === 0;
+    out.push(
+      nothing
+        ? 'Nothing to judge: no proxy log was ever imported into this store, and it holds no server events in this range (check --data-dir, --from/--to and --service; `continuity import` or `continuity serve` fill a store).'
+        : 'No continuity problems found in this range.',
+    );
+  }
   return paths?.warning ? [paths.warning, ...out] : out;
 }

@@ -1,3 +1,4 @@
+import { isoMicros } from '../core/time.ts';
 import type { Store } from './client.ts';
 import { retentionDaysOf } from './migrate.ts';
 
@@ -84,9 +85,4 @@ export async function readRetention(store: Store, options: RetentionOptions = {}
       );
     },
   };
-}
-
-function isoMicros(micros: number): string {
-  const d = new Date(Math.floor(micros / 1000));
-  return Number.isNaN(d.getTime()) ? String(micros) : d.toISOString();
 }

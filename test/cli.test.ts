@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -88,6 +89,28 @@ describe('continuity analyze on the real captures (README command 1)', () => {
 });
 
 describe('bad input through the CLI', () => {
+  it('a report on an empty store says there is nothing to judge, not that no problem was found', async () => {
+    // a mistyped --data-dir opens a new, empty store
+    const r = await continuity(['report', '--json'], join(freshDir(), 'typo'));
+    expect(r.code, r.stderr).toBe(0);
+    const findings = (JSON.parse(r.stdout) as { findings: string[] }).findings;
+    expect(findings).toEqual([expect.stringMatching(/^Nothing to judge: no proxy log was ever imported into this store, and it holds no server events in this range \(check --data-dir/)]);
+  });
+
+  it('serve on a port in use is a coded configuration error, not a stack trace', async () => {
+    const busy = createServer();
+    await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (busy.address() as AddressInfo).port;
+      const r = await continuity(['serve', '--port', String(port)], freshDir());
+      expect(r.code).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`CONT_ERR_CONFIG.*--port ${port}: 127\\.0\\.0\\.1:${port} is already in use by another process`));
+      expect(r.stderr).not.toMatch(/unexpected error|at .*\.ts:\d+/);
+    } finally {
+      busy.close();
+    }
+  });
+
   it('exits non-zero only when nothing could be read, with a coded error', async () => {
     const dir = freshDir();
     const junk = join(dir, 'junk.log');

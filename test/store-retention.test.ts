@@ -33,7 +33,7 @@ describe('readRetention', () => {
     const now = Date.UTC(2026, 11, 1, 12);
     expect(r.cutoffMicros(now)).toBe(now * 1000 - 90 * DAY_US);
     expect(r.explain(978_307_200_001_000, r.cutoffMicros(now))).toBe(
-      "event time 2001-01-01T00:00:00.001Z is older than the store's 90-day retention (it keeps events from 2026-09-02T12:00:00.000Z on): " +
+      "event time 2001-01-01T00:00:00.001000Z is older than the store's 90-day retention (it keeps events from 2026-09-02T12:00:00.000000Z on): " +
         'the TTL of `events` would drop it as soon as it is written (CONTINUITY_RETENTION_DAYS sets the retention; 0 keeps events for ever)',
     );
   });

@@ -3,7 +3,7 @@ import { createReadServer, type ReadServer } from '../../api/index.ts';
 import { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
 import { retry } from '../../core/index.ts';
 import { openMigratedStore } from '../../store/index.ts';
-import { configFrom, portFlag, positiveFlag } from '../context.ts';
+import { configFrom, listenError, portFlag, positiveFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 import { requireKafka } from './gateway.ts';
 
@@ -93,7 +93,7 @@ export function registerConsumer(program: Command): void {
         } catch (err) {
           await api.close();
           await store.close();
-          throw err;
+          throw listenError(err, flags.host, port);
         }
       }
       const signal = untilSignal();

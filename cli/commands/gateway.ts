@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ContinuityError, type Config, type KafkaConfig } from '../../core/index.ts';
 import { createGateway, createKafkaProducerSink, mapOtlpRecord, type KafkaLogLevel } from '../../ingest/index.ts';
-import { configFrom, portFlag } from '../context.ts';
+import { configFrom, listenError, portFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 
 /** The Kafka settings a Kafka-mode command needs. @throws ContinuityError CONT_ERR_CONFIG when KAFKA_BROKERS is unset. */
@@ -44,7 +44,12 @@ export function registerGateway(program: Command): void {
         process.stderr.write(`warning: ${(err as Error).message}; answering 503 until Kafka is back\n`);
       });
       const { app, stats } = await createGateway({ sink, mapOtlpRecord, bearerToken: config.ingestToken });
-      const address = await app.listen({ host: flags.host, port: portFlag(flags.port) });
+      const port = portFlag(flags.port);
+      const address = await app.listen({ host: flags.host, port }).catch(async (err: unknown) => {
+        await app.close();
+        await sink.shutdown();
+        throw listenError(err, flags.host, port);
+      });
       process.stdout.write(
         `continuity gateway: listening on ${address} (POST /v1/logs, POST /v1/events) → Kafka ${kafka.brokers.join(',')} topic ${kafka.topic} (${kafka.partitions} partitions)\n`,
       );

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { createContinuityServer, type ServerEndpoints } from '../../api/index.ts';
 import { openMigratedStore } from '../../store/index.ts';
-import { configFrom, portFlag } from '../context.ts';
+import { configFrom, listenError, portFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 
 interface ServeFlags {
@@ -53,7 +53,7 @@ export function registerServe(program: Command): void {
       } catch (err) {
         await server.shutdown();
         await store.close();
-        throw err;
+        throw listenError(err, flags.host, port);
       }
       process.stdout.write(describe(endpoints, store.location, store.mode, config.ingestToken !== undefined));
       const received = await signal;

@@ -186,7 +186,7 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     expect(res.statusCode).toBe(200);
     expect(res.json().partialSuccess).toEqual({
       rejectedLogRecords: 1,
-      errorMessage: expect.stringMatching(/^record 1: ts expired: event time 2023-11-14T22:13:20\.000Z is older than the store's 90-day retention/),
+      errorMessage: expect.stringMatching(/^record 1: ts expired: event time 2023-11-14T22:13:20\.000000Z is older than the store's 90-day retention/),
     });
     expect(await stored("service = 'otlp-old'")).toBe(1);
   });
