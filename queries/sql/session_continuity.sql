@@ -172,7 +172,10 @@ straddle_prev AS
     (
         SELECT toStartOfHour(ts) AS hour, skh, t, ok, pg
         FROM proxy_lines
-        WHERE toStartOfHour(ts) IN (SELECT hour FROM straddled) AND skh IN (SELECT skh FROM straddled)
+        -- the refused hours' lines of refused sessions (a superset of the straddled
+        -- ones, which the join picks): filtering by `straddled` itself had the engine
+        -- analyze prev_rows' whole subquery once more for each reference
+        WHERE has(refused_hours, toStartOfHour(ts)) AND skh IN (SELECT skh FROM refused)
     ) AS l ON l.skh = s.skh AND l.hour = s.hour
     GROUP BY s.skh, s.t
 ),

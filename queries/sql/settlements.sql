@@ -30,6 +30,8 @@ per_arrival AS
     FROM server_requests
     WHERE event_type IN ('arrival', 'settlement')
       AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
+      -- past t_to only settlements: an arrival there is not the range's (HAVING)
+      AND (ts < {t_to:DateTime64(6, 'UTC')} OR event_type = 'settlement')
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
     GROUP BY arh
