@@ -63,13 +63,13 @@ export const ERROR_CODES = {
     message: 'no named query has this name',
     retriable: false,
     httpStatus: 404,
-    fix: '`continuity query --list` prints the named queries.',
+    fix: 'The named queries are listed by `continuity query --list` and `GET /api/queries`.',
   },
   CONT_ERR_QUERY_PARAM: {
     message: 'a query parameter is missing or has the wrong type',
     retriable: false,
     httpStatus: 400,
-    fix: 'Pass each parameter as --param name=value with the type the query declares (`continuity query --list`).',
+    fix: 'Pass each parameter with the type the query declares: `--param name=value` to `continuity query`, a query-string parameter to `GET /api/queries/:name`; `continuity query --list` and `GET /api/queries` list each query\'s parameters and types.',
   },
   CONT_ERR_INPUT_UNREADABLE: {
     message: 'an input file cannot be read',
