@@ -16,5 +16,5 @@ export { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES
 export type { CommitRecord, ConsumerEvent, ConsumerMetrics, KafkaConsumer, KafkaConsumerOptions, PartitionProgress } from './consumer/runner.ts';
 export { dedupToken, runBatch, prepare as prepareBatch } from './consumer/pipeline.ts';
 export type { DeadLetterReason, DropReason, InputMessage, MessageRange, Outcome, PreparedBatch } from './consumer/pipeline.ts';
-export { fetchConsumerLag } from './consumer/lag.ts';
-export type { ConsumerLag, PartitionLag } from './consumer/lag.ts';
+export { fetchConsumerLag, findCommittedGroups } from './consumer/lag.ts';
+export type { CommittedGroups, ConsumerLag, PartitionLag } from './consumer/lag.ts';

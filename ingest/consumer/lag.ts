@@ -21,6 +21,12 @@ export interface ConsumerLag {
   partitions: PartitionLag[];
   /** Sum of the partitions' lag. */
   total: number;
+  /**
+   * True when the group has a committed offset on at least one partition of the topic.
+   * False for a group that never committed there (a mistyped group name, or a consumer
+   * that has not committed yet): every lag then counts the whole partition (high − low).
+   */
+  committed: boolean;
 }
 
 /**
@@ -49,5 +55,55 @@ export async function fetchConsumerLag(admin: Admin, groupId: string, topic: str
       };
     })
     .sort((a, b) => a.partition - b.partition);
-  return { groupId, topic, partitions, total: partitions.reduce((n, p) => n + p.lag, 0) };
+  return {
+    groupId,
+    topic,
+    partitions,
+    total: partitions.reduce((n, p) => n + p.lag, 0),
+    committed: partitions.some((p) => p.committed !== null),
+  };
+}
+
+/** Which consumer groups have committed offsets on a topic (see {@link findCommittedGroups}). */
+export interface CommittedGroups {
+  /** Every group id the cluster lists (kafkajs admin `listGroups`), sorted. */
+  listed: string[];
+  /** The listed groups with a committed offset on at least one partition of the topic, sorted. */
+  committed: string[];
+  /** Listed groups not asked because there were more than `limit`. */
+  unchecked: number;
+}
+
+/**
+ * Lists the cluster's consumer groups and asks each (`fetchOffsets`, one group after the
+ * other, at most `limit` of them, default 50) whether it committed an offset on `topic`:
+ * what `continuity status` names when the configured group has no committed offsets.
+ * With `near` (the configured group name), the groups are asked closest name first (edit
+ * distance), so on a cluster with more than `limit` groups the one a typo meant is asked.
+ * @throws kafkajs errors when the cluster cannot be reached or refuses to list groups.
+ */
+export async function findCommittedGroups(admin: Admin, topic: string, options: { limit?: number; near?: string } = {}): Promise<CommittedGroups> {
+  const limit = options.limit ?? 50;
+  const listed = (await admin.listGroups()).groups.map((g) => g.groupId).sort();
+  const near = options.near;
+  const order = near === undefined ? listed : listed.map((g) => ({ g, d: editDistance(g, near) })).sort((a, b) => a.d - b.d).map((x) => x.g);
+  const committed: string[] = [];
+  for (const groupId of order.slice(0, limit)) {
+    const offsets = await admin.fetchOffsets({ groupId, topics: [topic] });
+    if ((offsets[0]?.partitions ?? []).some((p) => BigInt(p.offset) >= 0n)) committed.push(groupId);
+  }
+  return { listed, committed: committed.sort(), unchecked: Math.max(0, listed.length - limit) };
+}
+
+/** Levenshtein distance (insertions, deletions, substitutions), one row at a time. */
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const row = [i];
+    for (let j = 1; j <= b.length; j++) {
+      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = row;
+  }
+  return prev[b.length]!;
 }
