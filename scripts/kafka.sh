@@ -6,7 +6,8 @@
 #   scripts/kafka.sh fetch            resolve the broker jars into the cache (idempotent)
 #   scripts/kafka.sh start            fetch if needed, format storage once, start, wait until it answers
 #   scripts/kafka.sh stop             SIGTERM, wait, then SIGKILL
-#   scripts/kafka.sh status           "running 127.0.0.1:39092 (pid N)" (exit 0) or "stopped ..." (exit 3)
+#   scripts/kafka.sh status           "running 127.0.0.1:39092 (pid N)" (exit 0), "stopped ..." or
+#                                     "starting ..." (exit 3), or "in use ..." (exit 4)
 #   scripts/kafka.sh topics [ARGS]    kafka-topics against the broker; no ARGS: --list
 #
 # Environment (all optional):
@@ -18,6 +19,11 @@
 #   KAFKA_START_TIMEOUT   seconds to wait for the broker to answer (default 120)
 #   KAFKA_STOP_TIMEOUT    seconds to wait after SIGTERM before SIGKILL (default 30)
 #   JAVA_HOME             Java 17+; otherwise `java` on PATH. `mvn` must be on PATH for fetch.
+#
+# Exit 4 (status, start): the broker of KAFKA_DATA_DIR is not running and another process
+# answers on KAFKA_PORT or the controller port (another program, or a broker started from
+# another data directory, e.g. another clone): status names it, start refuses to start.
+# Other failures exit 1.
 set -euo pipefail
 
 KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
@@ -165,6 +171,39 @@ pid_alive() {
 
 port_open() { (exec 3<>"/dev/tcp/${HOST}/$1") 2>/dev/null; }
 
+# Best effort, for messages: who listens on a port ("pid N: cmd", or a Kafka broker's config
+# file); empty when ss is missing or the socket belongs to another user.
+port_owner() {
+  command -v ss >/dev/null 2>&1 || return 0
+  local pid cmd
+  pid=$(ss -Hltnp "sport = :$1" 2>/dev/null | grep -o 'pid=[0-9]*' | head -n 1 | cut -d= -f2) || true
+  [[ -n "$pid" ]] || return 0
+  cmd=$(tr '\0' ' ' <"/proc/${pid}/cmdline" 2>/dev/null) || true
+  if [[ "$cmd" == *kafka.Kafka* ]]; then
+    printf 'a Kafka broker, pid %s, config %s' "$pid" "$(tr '\0' '\n' <"/proc/${pid}/cmdline" | tail -n 1)"
+  else
+    cmd="${cmd% }"
+    printf 'pid %s: %s' "$pid" "${cmd:0:80}"
+  fi
+}
+
+# Called when the broker of DATA_DIR is not running: what answers on the ports it needs,
+# as one message ("in use 127.0.0.1:P by another process (pid N: cmd), ..."); empty when both
+# ports are free.
+in_use_message() {
+  local p owner ports="" owners=""
+  for p in "$PORT" "$CONTROLLER_PORT"; do
+    port_open "$p" || continue
+    ports+="${ports:+ and }${HOST}:${p}"
+    [[ "$p" == "$CONTROLLER_PORT" ]] && ports+=" (the controller port)"
+    owner=$(port_owner "$p")
+    [[ -z "$owner" || "$owners" == *"$owner"* ]] || owners+="${owners:+; }${owner}"
+  done
+  [[ -n "$ports" ]] || return 0
+  printf 'in use %s by another process%s, not the broker of %s, which is not running. If it is a Kafka broker you mean to use, set KAFKA_BROKERS to it (or KAFKA_DATA_DIR to its data directory); to run this one, stop that process or set KAFKA_PORT to a free port\n' \
+    "$ports" "${owners:+ (${owners})}" "$DATA_DIR"
+}
+
 write_configs() {
   mkdir -p "$DATA_DIR"
   # Keep the data directory out of git without touching the repository's .gitignore.
@@ -263,8 +302,12 @@ cmd_start() {
     log "pid $(cat "$PID_FILE") is alive but ${BOOTSTRAP} does not answer yet; waiting for it"
   else
     rm -f "$PID_FILE"
-    port_open "$PORT" && die "${BOOTSTRAP} is in use by another process (set KAFKA_PORT)"
-    port_open "$CONTROLLER_PORT" && die "${HOST}:${CONTROLLER_PORT} (controller) is in use by another process (set KAFKA_PORT)"
+    local in_use
+    in_use=$(in_use_message)
+    if [[ -n "$in_use" ]]; then
+      log "error: cannot start: ${in_use}"
+      exit 4
+    fi
     cmd_fetch
     write_configs
     format_storage
@@ -351,6 +394,12 @@ cmd_status() {
     echo "starting ${BOOTSTRAP} (pid $(cat "$PID_FILE"), not answering yet)"
     return 3
   fi
+  local in_use
+  in_use=$(in_use_message)
+  if [[ -n "$in_use" ]]; then
+    echo "$in_use"
+    return 4
+  fi
   echo "stopped ${BOOTSTRAP} (data ${DATA_DIR})"
   return 3
 }
@@ -363,7 +412,7 @@ cmd_topics() {
 }
 
 usage() {
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$0"
 }
 
 case "${1:-}" in
