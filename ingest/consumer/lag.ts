@@ -1,4 +1,5 @@
 import type { Admin } from 'kafkajs';
+import { distance } from 'fastest-levenshtein';
 
 /** One partition's consumer lag. Offsets are decimal strings (Kafka offsets are 64-bit). */
 export interface PartitionLag {
@@ -86,24 +87,11 @@ export async function findCommittedGroups(admin: Admin, topic: string, options: 
   const limit = options.limit ?? 50;
   const listed = (await admin.listGroups()).groups.map((g) => g.groupId).sort();
   const near = options.near;
-  const order = near === undefined ? listed : listed.map((g) => ({ g, d: editDistance(g, near) })).sort((a, b) => a.d - b.d).map((x) => x.g);
+  const order = near === undefined ? listed : listed.map((g) => ({ g, d: distance(g, near) })).sort((a, b) => a.d - b.d).map((x) => x.g);
   const committed: string[] = [];
   for (const groupId of order.slice(0, limit)) {
     const offsets = await admin.fetchOffsets({ groupId, topics: [topic] });
     if ((offsets[0]?.partitions ?? []).some((p) => BigInt(p.offset) >= 0n)) committed.push(groupId);
   }
   return { listed, committed: committed.sort(), unchecked: Math.max(0, listed.length - limit) };
-}
-
-/** Levenshtein distance (insertions, deletions, substitutions), one row at a time. */
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const row = [i];
-    for (let j = 1; j <= b.length; j++) {
-      row[j] = Math.min(prev[j]! + 1, row[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = row;
-  }
-  return prev[b.length]!;
 }
