@@ -172,10 +172,10 @@ straddle_prev AS
     (
         SELECT toStartOfHour(ts) AS hour, skh, t, ok, pg
         FROM proxy_lines
-        -- the refused hours' lines of refused sessions (a superset of the straddled
-        -- ones, which the join picks): filtering by `straddled` itself had the engine
-        -- analyze prev_rows' whole subquery once more for each reference
-        WHERE has(refused_hours, toStartOfHour(ts)) AND skh IN (SELECT skh FROM refused)
+        -- one set of (hour, session) pairs: the engine analyzes prev_rows' whole
+        -- subquery again at each reference of `straddled`, and the hour still
+        -- selects by the sort key (an empty set reads nothing)
+        WHERE (toStartOfHour(ts), skh) IN (SELECT hour, skh FROM straddled)
     ) AS l ON l.skh = s.skh AND l.hour = s.hour
     GROUP BY s.skh, s.t
 ),
