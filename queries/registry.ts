@@ -463,35 +463,6 @@ export async function checkMcpPaths(store: Store, params: Record<string, unknown
 }
 let mcpPathsSql: string | undefined;
 
-/** One server boot, as {@link listBoots} returns it. */
-export interface BootRow {
-  readonly service: string;
-  readonly boot_id: string;
-  readonly release: string;
-  /** The boot's first event, seconds since the epoch (µs precision). */
-  readonly boot_t: number;
-  /** The service's boot before this one in the range; '' when this is its first there (no restart). */
-  readonly prev_boot_id: string;
-}
-
-/**
- * The server boots in `params`' range and scope (boot events, DESIGN §3), in time
- * order (then service, boot id), each with the boot before it of the same service
- * (fragment `server_boots`): what a deploy is, without the proxy evidence that
- * `restarts` reads over the whole range. One query (queries/sql/internal/boots.sql);
- * it reads the boot events and the ended boots' activity, not the proxy log.
- * @param params the common parameters (CommonParams), raw or bound; other keys are ignored.
- * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
- */
-export async function listBoots(store: Store, params: Record<string, unknown>): Promise<BootRow[]> {
-  const given = Object.fromEntries(Object.keys(commonTypes).filter((k) => params[k] !== undefined).map((k) => [k, params[k]]));
-  const bound = parseParams('boots', CommonParams, commonTypes, given);
-  bootsSql ??= withFragments(readSql('internal/boots'));
-  const rows = await store.query<BootRow & { boot_t: number | string }>(bootsSql, bound);
-  return rows.map((r) => ({ ...r, boot_t: Number(r.boot_t) }));
-}
-let bootsSql: string | undefined;
-
 function mcpPathsWarning(c: Omit<McpPathsCheck, 'warning'>, where: string): string | null {
   const more = c.endpoint_count > c.endpoints.length ? ` (and ${c.endpoint_count - c.endpoints.length} more path(s) with MCP session headers)` : '';
   if (c.verdict === 'none_match') {

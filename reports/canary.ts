@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { checkMcpPaths, listBoots, runQuery, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, runQuery, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -467,28 +467,12 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   });
 
   // -- the deploy ---------------------------------------------------------------
-  // A server deploy is found among the boots first (a few rows), and `restarts` is
-  // then read from the boot two before it on: the deploy's row and the row of the
-  // boot it replaced (where the life range L starts) lie in that range, with the
-  // same values as over the whole store (a boot's downtime reads the ended boot's
-  // activity, which starts after the boot before it). The whole store is read only
-  // when no server boot answers the request (proxy-inferred deploys, unknown names).
-  const boots = await listBoots(store, common);
-  const bootRestarts = boots.filter((b) => b.prev_boot_id !== '');
-  const pick =
-    requested === 'latest'
-      ? bootRestarts.at(-1)
-      : (bootRestarts.find((b) => b.boot_id === requested) ?? bootRestarts.find((b) => b.release === requested));
-  const replaced = pick && boots.find((b) => b.service === pick.service && b.boot_id === pick.prev_boot_id);
-  const before = replaced?.prev_boot_id ? boots.find((b) => b.service === replaced.service && b.boot_id === replaced.prev_boot_id) : undefined;
-  // a whole second earlier: the boot time is a float of seconds
-  const restartsFrom = before ? { t_from: isoMicros((Math.floor(before.boot_t) - 1) * 1e6) } : {};
-  const restarts = (await runQuery<RestartRow>(store, 'restarts', { ...common, ...restartsFrom })).slice();
+  const restarts = (await runQuery<RestartRow>(store, 'restarts', common)).slice();
   const at = (r: RestartRow) => storeTimeToMicros(r.up_at ?? r.down_from);
   // In time order (a proxy restart with no up_at at its down_from); at the same
   // microsecond by service, then boot id, as the query orders its rows.
   restarts.sort((a, b) => at(a) - at(b) || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
-  const services = [...new Set([...bootRestarts.map((b) => b.service), ...restarts.map((r) => r.service)].filter(Boolean))];
+  const services = [...new Set(restarts.map((r) => r.service).filter(Boolean))];
   if (!scope.service && services.length > 1) {
     notes.push(`The store holds restarts of several services (${services.join(', ')}) and no --service was given: the gates count events of all of them.`);
   }
