@@ -1,6 +1,6 @@
 import fastifyCompress from '@fastify/compress';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { ContinuityError, isContinuityError } from '../../core/errors.ts';
+import { ContinuityError, isContinuityError, type ErrorCode } from '../../core/errors.ts';
 import {
   assertMediaType,
   codedRequestError,
@@ -320,14 +320,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     const accepted = events.length - refused.length;
     if (invalid.length > 0 || refused.length > 0) {
       const rejected = byIndex(invalid, refused);
-      const code =
-        invalid.length > 0
-          ? invalid.every((r) => r.issues.every((i) => i.code === 'expired')) && refused.length === 0
-            ? 'CONT_ERR_EVENT_EXPIRED'
-            : 'CONT_ERR_EVENT_INVALID'
-          : refused.every((r) => r.issues[0]?.code === 'too_large')
-            ? 'CONT_ERR_EVENT_TOO_LARGE'
-            : 'CONT_ERR_EVENT_REFUSED';
+      const code = refusalCode(invalid, refused);
       const err = new ContinuityError(code, `${rejected.length} of ${list.length} event(s) refused${accepted > 0 ? '; the others were accepted' : ''}`);
       // A request refused whole for its events' size is a 413 (RFC 9110 §15.5.14); a
       // partial one keeps the 400 that lists what to fix and tells not to resend.
@@ -375,4 +368,18 @@ export async function registerRequestBodies(app: FastifyInstance): Promise<void>
       done(err as Error, undefined);
     }
   });
+}
+
+/**
+ * The error code of a partly or wholly refused `POST /v1/events`: invalid events win
+ * (CONT_ERR_EVENT_EXPIRED when each was refused only for being older than the
+ * retention and the sink refused none), then events the sink refused
+ * (CONT_ERR_EVENT_TOO_LARGE when each was too large, else CONT_ERR_EVENT_REFUSED).
+ */
+function refusalCode(invalid: readonly RejectedRecord[], refused: readonly RejectedRecord[]): ErrorCode {
+  if (invalid.length > 0) {
+    const onlyExpired = refused.length === 0 && invalid.every((r) => r.issues.every((i) => i.code === 'expired'));
+    return onlyExpired ? 'CONT_ERR_EVENT_EXPIRED' : 'CONT_ERR_EVENT_INVALID';
+  }
+  return refused.every((r) => r.issues[0]?.code === 'too_large') ? 'CONT_ERR_EVENT_TOO_LARGE' : 'CONT_ERR_EVENT_REFUSED';
 }

@@ -4,57 +4,26 @@
 // a full disk does (a 40 MB tmpfs gives the same text). That is the store being down,
 // not a statement it rejects: the consumer pauses, backs off and keeps its partitions,
 // then resumes once space returns. Before, it logged `fatal` and exited.
-import { rmSync } from 'node:fs';
-import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKafkaConsumer, createKafkaProducerSink, type ConsumerEvent, type KafkaConsumer, type KafkaProducerSink } from '../../ingest/index.ts';
-import { openMigratedStore, type Store } from '../../store/index.ts';
-import { ensureKafka, uniqueTopicName } from '../services/kafka.ts';
-import { connectAdmin, countEvents, feed, kafkaEnv, makeEvents, tempDir, testConfig, waitFor, waitForCaughtUp } from './support.ts';
+import type { ConsumerEvent } from '../../ingest/index.ts';
+import { countEvents, feed, makeEvents, startIngestRig, waitFor, waitForCaughtUp, type IngestRig } from './support.ts';
 
 const TOTAL = 20_000;
 
 describe('the store\'s disk full during ingestion', () => {
-  const topic = uniqueTopicName('fault-full');
-  const dataDir = tempDir('fault-full');
-  let admin: Admin;
-  let store: Store;
-  let sink: KafkaProducerSink;
-  let consumer: KafkaConsumer;
-  const events: ConsumerEvent[] = [];
+  let rig: IngestRig;
 
   beforeAll(async () => {
-    const { brokers } = await ensureKafka();
-    const config = testConfig(kafkaEnv(brokers, topic), dataDir);
-    admin = await connectAdmin(brokers);
-    store = await openMigratedStore(config);
-    sink = createKafkaProducerSink({ kafka: config.kafka! });
-    await sink.start();
-    consumer = createKafkaConsumer({
-      kafka: config.kafka!,
-      store,
-      sessionTimeoutMs: 10_000,
-      heartbeatIntervalMs: 1000,
-      retryInitialDelayMs: 200,
-      retryMaxDelayMs: 1000,
-      onEvent: (e) => events.push(e),
-    });
-    await consumer.start();
+    rig = await startIngestRig('fault-full', { retryMaxDelayMs: 1000 });
   }, 600_000);
 
   afterAll(async () => {
-    await consumer?.shutdown();
-    await sink?.shutdown();
-    await store?.command('ALTER TABLE events RESET SETTING min_free_disk_bytes_to_perform_insert').catch(() => undefined);
-    await store?.close();
-    if (admin) {
-      await admin.deleteTopics({ topics: [topic, `${topic}.dlq`] }).catch(() => undefined);
-      await admin.disconnect();
-    }
-    rmSync(dataDir, { recursive: true, force: true });
+    await rig?.store.command('ALTER TABLE events RESET SETTING min_free_disk_bytes_to_perform_insert').catch(() => undefined);
+    await rig?.close();
   });
 
   it('pauses while the disk is full and resumes when space returns: every event once, no fatal', async () => {
+    const { topic, dataDir, admin, store, sink, consumer, events } = rig;
     const feeding = feed(sink, makeEvents(TOTAL, topic), { chunk: 500, perSecond: 2000 });
     await waitFor('the first writes', () => (consumer.metrics.rows >= 2000 ? true : undefined), 60_000);
     await store.command('ALTER TABLE events MODIFY SETTING min_free_disk_bytes_to_perform_insert = 1000000000000000');

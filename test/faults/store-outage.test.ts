@@ -1,59 +1,27 @@
 // Fault 3: the store fails every insert for 30 s while events flow. The consumer pauses
 // its partitions, backs off with jitter and keeps its group membership (heartbeats),
 // then resumes: nothing lost, nothing duplicated, and the lag returns to zero.
-import { rmSync } from 'node:fs';
-import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createKafkaConsumer, createKafkaProducerSink, fetchConsumerLag, type ConsumerEvent, type KafkaConsumer, type KafkaProducerSink } from '../../ingest/index.ts';
-import { openMigratedStore, type Store } from '../../store/index.ts';
-import { ensureKafka, uniqueTopicName } from '../services/kafka.ts';
-import { connectAdmin, countEvents, faultyStore, feed, kafkaEnv, makeEvents, tempDir, testConfig, waitFor, waitForCaughtUp, type FaultyStore } from './support.ts';
+import { fetchConsumerLag } from '../../ingest/index.ts';
+import { countEvents, faultyStore, feed, makeEvents, startIngestRig, waitFor, waitForCaughtUp, type FaultyStore, type IngestRig } from './support.ts';
 
 const TOTAL = 60_000;
 const OUTAGE_MS = 30_000;
 
 describe('store unavailable for 30 s during ingestion', () => {
-  const topic = uniqueTopicName('fault-store');
-  const dataDir = tempDir('fault-store');
-  let admin: Admin;
-  let store: Store;
+  let rig: IngestRig;
   let faulty: FaultyStore;
-  let sink: KafkaProducerSink;
-  let consumer: KafkaConsumer;
-  const events: ConsumerEvent[] = [];
 
   beforeAll(async () => {
-    const { brokers } = await ensureKafka();
-    const config = testConfig(kafkaEnv(brokers, topic), dataDir);
-    admin = await connectAdmin(brokers);
-    store = await openMigratedStore(config);
-    faulty = faultyStore(store);
-    sink = createKafkaProducerSink({ kafka: config.kafka! });
-    await sink.start();
-    consumer = createKafkaConsumer({
-      kafka: config.kafka!,
-      store: faulty,
-      sessionTimeoutMs: 10_000,
-      heartbeatIntervalMs: 1000,
-      retryInitialDelayMs: 200,
-      retryMaxDelayMs: 2000,
-      onEvent: (e) => events.push(e),
-    });
-    await consumer.start();
+    rig = await startIngestRig('fault-store', { retryMaxDelayMs: 2000, wrap: (store) => (faulty = faultyStore(store)) });
   }, 600_000);
 
   afterAll(async () => {
-    await consumer?.shutdown();
-    await sink?.shutdown();
-    await store?.close();
-    if (admin) {
-      await admin.deleteTopics({ topics: [topic, `${topic}.dlq`] }).catch(() => undefined);
-      await admin.disconnect();
-    }
-    rmSync(dataDir, { recursive: true, force: true });
+    await rig?.close();
   });
 
   it('pauses, backs off, resumes: every event once, lag back to zero', async () => {
+    const { topic, admin, store, sink, consumer, events } = rig;
     const t0 = Date.now();
     // 60,000 events over about 20 s; the outage starts once some have been written.
     const feeding = feed(sink, makeEvents(TOTAL, topic), { chunk: 1000, perSecond: 3000 });

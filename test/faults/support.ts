@@ -16,9 +16,10 @@ import { promisify } from 'node:util';
 import type { Admin } from 'kafkajs';
 import { loadConfig, type Config } from '../../core/config.ts';
 import { ContinuityError } from '../../core/errors.ts';
-import { createKafka, fetchConsumerLag, type ConsumerLag, type KafkaProducerSink } from '../../ingest/index.ts';
+import { createKafka, createKafkaConsumer, createKafkaProducerSink, fetchConsumerLag, type ConsumerEvent, type ConsumerLag, type KafkaConsumer, type KafkaProducerSink } from '../../ingest/index.ts';
 import type { ContinuityEvent } from '../../schema/index.ts';
-import type { Store } from '../../store/index.ts';
+import { openMigratedStore, type Store } from '../../store/index.ts';
+import { ensureKafka, uniqueTopicName } from '../services/kafka.ts';
 
 const execFileAsync = promisify(execFile);
 export const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
@@ -314,4 +315,64 @@ export async function countEvents(store: Store, tag: string): Promise<{ rows: nu
   );
   const [b] = await store.query<{ final: number }>('SELECT count() AS final FROM events FINAL WHERE boot_id = {tag:String}', { tag });
   return { rows: a!.rows, unique: a!.unique, final: b!.final };
+}
+
+/** A producer, a consumer and a store of one fault test, on a topic and data directory of its own. */
+export interface IngestRig {
+  readonly topic: string;
+  /** The store's data directory. */
+  readonly dataDir: string;
+  readonly admin: Admin;
+  /** The store as opened (not the wrapper the consumer may write through). */
+  readonly store: Store;
+  readonly sink: KafkaProducerSink;
+  readonly consumer: KafkaConsumer;
+  /** Every event the consumer reported, in order. */
+  readonly events: ConsumerEvent[];
+  /** Stops the consumer and the producer, closes the store, deletes the topics and the data directory. */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the real broker (if needed), a topic named after `name`, a migrated embedded
+ * store in a temporary directory, a producer sink and a started consumer that writes
+ * through `wrap(store)` (default: the store itself), with a 10 s session and 1 s heartbeats.
+ */
+export async function startIngestRig(name: string, options: { retryMaxDelayMs: number; wrap?: (store: Store) => Store }): Promise<IngestRig> {
+  const topic = uniqueTopicName(name);
+  const dataDir = tempDir(name);
+  const { brokers } = await ensureKafka();
+  const config = testConfig(kafkaEnv(brokers, topic), dataDir);
+  const admin = await connectAdmin(brokers);
+  const store = await openMigratedStore(config);
+  const sink = createKafkaProducerSink({ kafka: config.kafka! });
+  await sink.start();
+  const events: ConsumerEvent[] = [];
+  const consumer = createKafkaConsumer({
+    kafka: config.kafka!,
+    store: options.wrap ? options.wrap(store) : store,
+    sessionTimeoutMs: 10_000,
+    heartbeatIntervalMs: 1000,
+    retryInitialDelayMs: 200,
+    retryMaxDelayMs: options.retryMaxDelayMs,
+    onEvent: (e) => events.push(e),
+  });
+  await consumer.start();
+  return {
+    topic,
+    dataDir,
+    admin,
+    store,
+    sink,
+    consumer,
+    events,
+    async close() {
+      await consumer.shutdown();
+      await sink.shutdown();
+      await store.close();
+      await admin.deleteTopics({ topics: [topic, `${topic}.dlq`] }).catch(() => undefined);
+      await admin.disconnect();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
 }
