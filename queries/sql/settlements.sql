@@ -9,33 +9,53 @@
 -- one side closes it, and every shutdown closes it: an open one is counted in
 -- streams_open, not as a request in flight (unsettled_at_shutdown).
 -- requires: server_boots
+-- Reads arrival_outcomes (schema/migrations/0010): arrivals paired with their
+-- settlements at insert time.
 WITH
--- one pass over both event types, one row per arrival: what arrived in the range
--- (its service, boot and method) and its first settlement, which may land after the
--- range ends (a long SSE stream): settlements are read up to an hour past t_to
+toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}) AS from_us,
+toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}) AS to_us,
+-- a settlement counts when it lands in [t_from, t_to + 1 hour): a long SSE stream
+-- settles after the range ends
+to_us + 3600000000 AS settle_to_us,
+-- settlements that reached the store in a later batch and a later hour than their
+-- arrival: rows of their own in arrival_outcomes (schema/migrations/0010), keyed
+-- by the settlement's hour, read without FINAL (a minimum per arrival is the same
+-- with or without a copy)
+late AS
+(
+    SELECT arh, min(s_us) AS l_us, argMin(outcome, s_us) AS l_outcome, argMin(duration_ms, s_us) AS l_duration_ms
+    FROM arrival_outcomes
+    WHERE ts >= toStartOfHour({t_from:DateTime64(6, 'UTC')}) AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
+      AND a_us = 9223372036854775807 AND s_us >= from_us AND s_us < settle_to_us
+    GROUP BY arh
+),
+-- one row per arrival in the range (FINAL: an arrival's rows from several batches
+-- of one hour as one, a re-delivered copy once), with its first settlement: the
+-- row's own, or a later one from `late`
 per_arrival AS
 (
-    -- server_requests (schema/migrations/0007), grouped on the hashed arrival id;
-    -- every aggregate here is the same with or without a copy of an event
-    SELECT arh,
-           anyIf(service, event_type = 'arrival') AS a_service,
-           anyIf(toString(boot_id), event_type = 'arrival') AS a_boot_id,
-           anyIf(toString(mcp_method), event_type = 'arrival') AS a_mcp_method,
-           anyIf(http_method = 'GET', event_type = 'arrival') AS a_stream,
-           minIf(ts, event_type = 'arrival') AS a_ts,
-           countIf(event_type = 'arrival') > 0 AS arrived,
-           countIf(event_type = 'settlement') > 0 AS s_settled,
-           argMinIf(outcome, ts, event_type = 'settlement') AS s_outcome,
-           argMinIf(duration_ms, ts, event_type = 'settlement') AS s_duration_ms
-    FROM server_requests
-    WHERE event_type IN ('arrival', 'settlement')
-      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
-      -- past t_to only settlements: an arrival there is not the range's (HAVING)
-      AND (ts < {t_to:DateTime64(6, 'UTC')} OR event_type = 'settlement')
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-    GROUP BY arh
-    HAVING arrived AND a_ts < {t_to:DateTime64(6, 'UTC')}
+    SELECT o.service AS a_service,
+           o.boot_id AS a_boot_id,
+           o.mcp_method AS a_mcp_method,
+           o.stream = 1 AS a_stream,
+           if(o.s_us >= from_us AND o.s_us < settle_to_us, o.s_us, 9223372036854775807) AS own_us,
+           -- no match in `late` joins its default, 0
+           least(own_us, if(l.l_us = 0, 9223372036854775807, l.l_us)) AS first_us,
+           first_us < 9223372036854775807 AS s_settled,
+           if(own_us <= first_us, o.outcome, l.l_outcome) AS s_outcome,
+           if(own_us <= first_us, o.duration_ms, l.l_duration_ms) AS s_duration_ms
+    FROM
+    (
+        SELECT arh, service, boot_id, mcp_method, stream, s_us, outcome, duration_ms
+        FROM arrival_outcomes FINAL
+        WHERE ts >= toStartOfHour({t_from:DateTime64(6, 'UTC')}) AND ts <= {t_to:DateTime64(6, 'UTC')}
+          -- after FINAL's merge (a filter on columns outside the key is not moved
+          -- before it): an arrival's row from one batch meets its settlement's
+          AND a_us >= from_us AND a_us < to_us
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+    ) AS o
+    LEFT JOIN late AS l ON l.arh = o.arh
 ),
 ended_boots AS
 (
@@ -46,27 +66,38 @@ ended_boots AS
     SELECT boot_id FROM events
     WHERE event_type = 'shutdown' AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
 )
+-- grouped first, then each group's boot looked up among the ended ones (once per
+-- group, not per arrival)
 SELECT
-    a.a_service AS service,
-    a.a_boot_id AS boot_id,
-    a.a_boot_id IN (SELECT boot_id FROM ended_boots) AS boot_ended,
-    a.a_mcp_method AS mcp_method,
-    count() AS arrivals,
-    countIf(a.s_settled) AS settled,
+    service, boot_id,
+    boot_id IN (SELECT boot_id FROM ended_boots) AS boot_ended,
+    mcp_method, arrivals, settled,
     arrivals - settled AS unsettled,
-    countIf(NOT a.s_settled AND a.a_stream) AS streams_open,
+    streams_open,
     if(boot_ended, unsettled - streams_open, 0) AS unsettled_at_shutdown,
     round(settled / arrivals, 4) AS settled_share,
-    countIf(a.s_settled AND a.s_outcome = 'ok') AS ok,
-    countIf(a.s_settled AND a.s_outcome = 'jsonrpc_error') AS jsonrpc_error,
-    countIf(a.s_settled AND a.s_outcome = 'tool_error') AS tool_error,
-    countIf(a.s_settled AND a.s_outcome = 'refused') AS refused,
-    countIf(a.s_settled AND a.s_outcome = 'auth_challenge') AS auth_challenge,
-    countIf(a.s_settled AND a.s_outcome IN ('cancelled', 'disconnected', 'unknown')) AS other,
-    -- exact, interpolated between neighbours as the sampling quantile does below 8,192 values (which gave another answer at each run above that), one sort for the three levels
-    round(quantilesExactInclusiveIf(0.5, 0.95, 0.99)(a.s_duration_ms, a.s_settled)[1], 3) AS p50_ms,
-    round(quantilesExactInclusiveIf(0.5, 0.95, 0.99)(a.s_duration_ms, a.s_settled)[2], 3) AS p95_ms,
-    round(quantilesExactInclusiveIf(0.5, 0.95, 0.99)(a.s_duration_ms, a.s_settled)[3], 3) AS p99_ms
-FROM per_arrival AS a
-GROUP BY service, boot_id, mcp_method
+    ok, jsonrpc_error, tool_error, refused, auth_challenge, other,
+    round(q[1], 3) AS p50_ms,
+    round(q[2], 3) AS p95_ms,
+    round(q[3], 3) AS p99_ms
+FROM
+(
+    SELECT
+        a.a_service AS service,
+        a.a_boot_id AS boot_id,
+        a.a_mcp_method AS mcp_method,
+        count() AS arrivals,
+        countIf(a.s_settled) AS settled,
+        countIf(NOT a.s_settled AND a.a_stream) AS streams_open,
+        countIf(a.s_settled AND a.s_outcome = 'ok') AS ok,
+        countIf(a.s_settled AND a.s_outcome = 'jsonrpc_error') AS jsonrpc_error,
+        countIf(a.s_settled AND a.s_outcome = 'tool_error') AS tool_error,
+        countIf(a.s_settled AND a.s_outcome = 'refused') AS refused,
+        countIf(a.s_settled AND a.s_outcome = 'auth_challenge') AS auth_challenge,
+        countIf(a.s_settled AND a.s_outcome IN ('cancelled', 'disconnected', 'unknown')) AS other,
+        -- exact, interpolated between neighbours as the sampling quantile does below 8,192 values (which gave another answer at each run above that), one sort for the three levels
+        quantilesExactInclusiveIf(0.5, 0.95, 0.99)(a.s_duration_ms, a.s_settled) AS q
+    FROM per_arrival AS a
+    GROUP BY service, boot_id, mcp_method
+)
 ORDER BY service, boot_id, mcp_method
