@@ -75,6 +75,8 @@ interface Session {
   t: number;
   end: number;
   gapS: number;
+  /** Its initialize was emitted (when the session first comes up in time order). */
+  started: boolean;
 }
 
 const USER_AGENTS = ['claude-code/2.0.14', 'Claude-User/1.0', 'cursor/1.7.3', 'node', 'mcp-inspector/0.17.0', 'python-httpx/0.28.1'];
@@ -290,14 +292,17 @@ export function* generateEvents(options: Partial<WorldOptions> = {}, seed = 1): 
       t: start,
       end: start + life,
       gapS: life / perSession,
+      started: false,
     };
     sessions.push(s);
   }
-  // Process sessions in time order of their next request (a simple binary heap).
+  // Process sessions in time order of their next request (a simple binary heap),
+  // each starting with its initialize, so events come out in about the order a
+  // live pipeline stores them (a batch covers a stretch of time, as a consumer's
+  // would; initializing every session up front put every session's first events,
+  // across the whole span, in the first batches)
   const heap = sessions.slice().sort((a, b) => a.t - b.t);
   const lastSnapshot = new Float64Array(o.principals).fill(-1e9);
-  for (const s of heap) initialize(s, s.t);
-  heap.sort((a, b) => a.t - b.t);
   const push = (s: Session): void => {
     heap.push(s);
     let i = heap.length - 1;
@@ -351,7 +356,11 @@ export function* generateEvents(options: Partial<WorldOptions> = {}, seed = 1): 
   while (heap.length > 0 && eventN < o.events) {
     const s = pop()!;
     emitBootsUpTo(s.t);
-    if (s.t >= s.end) {
+    if (!s.started) {
+      s.started = true;
+      initialize(s, s.t);
+      push(s);
+    } else if (s.t >= s.end) {
       server(bootsBySvc[s.service]![bootAt(s.service, s.t)]!, s, s.t, 'session_lifecycle', { action: 'closed', ...capCounts(s.principal) });
       liveByPrincipal[s.principal]!--;
     } else {
