@@ -17,10 +17,11 @@ toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}) AS to_us,
 -- a settlement counts when it lands in [t_from, t_to + 1 hour): a long SSE stream
 -- settles after the range ends
 to_us + 3600000000 AS settle_to_us,
--- settlements that reached the store in a later batch and a later hour than their
--- arrival: rows of their own in arrival_outcomes (schema/migrations/0010), keyed
--- by the settlement's hour, read without FINAL (a minimum per arrival is the same
--- with or without a copy)
+-- settlements stored in another batch than their arrival: rows of their own in
+-- arrival_outcomes (schema/migrations/0010), keyed by the settlement's hour (in a
+-- later hour than the arrival's they never merge with its row; in the same hour,
+-- until a merge), read without FINAL (a minimum per arrival is the same with or
+-- without a copy)
 late AS
 (
     SELECT arh, min(s_us) AS l_us, argMin(outcome, s_us) AS l_outcome, argMin(duration_ms, s_us) AS l_duration_ms
@@ -49,8 +50,8 @@ per_arrival AS
         SELECT arh, service, boot_id, mcp_method, stream, s_us, outcome, duration_ms
         FROM arrival_outcomes FINAL
         WHERE ts >= toStartOfHour({t_from:DateTime64(6, 'UTC')}) AND ts <= {t_to:DateTime64(6, 'UTC')}
-          -- after FINAL's merge (a filter on columns outside the key is not moved
-          -- before it): an arrival's row from one batch meets its settlement's
+          -- (were this filter applied before FINAL's merge, a settlement-only row of
+          -- the same hour would be dropped here and still come from `late`)
           AND a_us >= from_us AND a_us < to_us
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
