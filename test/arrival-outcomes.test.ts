@@ -83,4 +83,18 @@ describe('settlements over arrivals and settlements delivered in different batch
     await deliver([{ ...settlement('1', H + 1e6, 3000, 'ok'), event_id: '00000000-0000-7000-a000-000000000001' }]);
     expect(await settled(H - 3600e6, H)).toEqual([{ arrivals: 1, settled: 1, ok: 0, p50_ms: 1000 }]);
   });
+
+  it('takes the first settlement of an arrival settled twice in one batch or in two batches of one hour', async () => {
+    await deliver([arrival('1', H + 1e6), settlement('1', H + 1.1e6, 100, 'cancelled'), { ...settlement('1', H + 6e6, 5000, 'ok'), event_id: '00000000-0000-7000-a000-000000000001' }]);
+    await deliver([arrival('2', H + 2e6), { ...settlement('2', H + 7e6, 5000, 'jsonrpc_error'), event_id: '00000000-0000-7000-a000-000000000002' }], [settlement('2', H + 2.1e6, 100, 'cancelled')]);
+    expect(await settled(H, H + 3600e6)).toEqual([{ arrivals: 2, settled: 2, ok: 0, p50_ms: 100 }]);
+  });
+
+  it('keeps an arrival in its own hour when its settlement is stamped earlier, in the hour before', async () => {
+    // a clock stepped back: the settlement 1 s before the hour, its arrival 1 s after;
+    // the arrival is delivered again alone
+    await deliver([arrival('1', H + 1e6), settlement('1', H - 1e6, 0)], [arrival('1', H + 1e6)]);
+    expect(await settled(H, H + 3600e6)).toEqual([{ arrivals: 1, settled: 0, ok: 0, p50_ms: 0 }]);
+    expect(await settled(H - 3600e6, H + 3600e6)).toEqual([{ arrivals: 1, settled: 1, ok: 1, p50_ms: 0 }]);
+  });
 });

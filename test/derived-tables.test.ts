@@ -112,8 +112,8 @@ describe('a store made before the derived tables', () => {
   it('gets them filled from its events when migrated', async () => {
     // this store as migrations 0001-0005 left it, with events in it
     for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
-    for (const view of ['proxy_access_mv', 'server_requests_mv']) await t.store.command(`DROP VIEW ${view}`);
-    for (const table of ['proxy_access', 'server_requests']) await t.store.command(`DROP TABLE ${table}`);
+    for (const view of ['proxy_access_mv', 'server_requests_mv', 'arrival_outcomes_mv']) await t.store.command(`DROP VIEW ${view}`);
+    for (const table of ['proxy_access', 'server_requests', 'arrival_outcomes']) await t.store.command(`DROP TABLE ${table}`);
     await t.store.command('ALTER TABLE schema_migrations DELETE WHERE version >= 6 SETTINGS mutations_sync = 2');
     const rows = [
       access({ response_session_key: 'k1', http_status: 200 }),
@@ -122,7 +122,7 @@ describe('a store made before the derived tables', () => {
       access({ source: 'server', event_type: 'boot', url_path: '' }),
     ];
     await t.store.insertJsonEachRow('events', body(rows), { dedupToken: 'old' });
-    expect(await migrate(t.store)).toEqual([6, 7, 8, 9, 10]);
+    expect(await migrate(t.store)).toEqual([6, 7, 8, 9, 10, 11]);
     expect(await t.store.query('SELECT (SELECT count() FROM proxy_access) AS p, (SELECT count() FROM server_requests) AS s')).toEqual([{ p: 1, s: 2 }]);
     // and the views feed them from now on
     await t.store.insertJsonEachRow('events', body([access({ request_session_key: 'k1', http_status: 200 })]), { dedupToken: 'new' });

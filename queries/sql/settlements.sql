@@ -9,25 +9,26 @@
 -- one side closes it, and every shutdown closes it: an open one is counted in
 -- streams_open, not as a request in flight (unsettled_at_shutdown).
 -- requires: server_boots
--- Reads arrival_outcomes (schema/migrations/0010): arrivals paired with their
--- settlements at insert time.
+-- Reads arrival_outcomes (schema/migrations/0010, 0011): arrivals paired with
+-- their first settlements at insert time.
 WITH
 toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}) AS from_us,
 toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}) AS to_us,
 -- a settlement counts when it lands in [t_from, t_to + 1 hour): a long SSE stream
 -- settles after the range ends
 to_us + 3600000000 AS settle_to_us,
+(toInt64(9223372036854775807), '', 0.) AS none_s,
 -- settlements stored in another batch than their arrival: rows of their own in
--- arrival_outcomes (schema/migrations/0010), keyed by the settlement's hour (in a
+-- arrival_outcomes (schema/migrations/0011), keyed by the settlement's hour (in a
 -- later hour than the arrival's they never merge with its row; in the same hour,
 -- until a merge), read without FINAL (a minimum per arrival is the same with or
 -- without a copy)
 late AS
 (
-    SELECT arh, min(s_us) AS l_us, argMin(outcome, s_us) AS l_outcome, argMin(duration_ms, s_us) AS l_duration_ms
+    SELECT arh, min(s) AS l_s
     FROM arrival_outcomes
     WHERE ts >= toStartOfHour({t_from:DateTime64(6, 'UTC')}) AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
-      AND a_us = 9223372036854775807 AND s_us >= from_us AND s_us < settle_to_us
+      AND a_us = 9223372036854775807 AND s.1 >= from_us AND s.1 < settle_to_us
     GROUP BY arh
 ),
 -- one row per arrival in the range (FINAL: an arrival's rows from several batches
@@ -39,15 +40,17 @@ per_arrival AS
            o.boot_id AS a_boot_id,
            o.mcp_method AS a_mcp_method,
            o.stream = 1 AS a_stream,
-           if(o.s_us >= from_us AND o.s_us < settle_to_us, o.s_us, 9223372036854775807) AS own_us,
-           -- no match in `late` joins its default, 0
-           least(own_us, if(l.l_us = 0, 9223372036854775807, l.l_us)) AS first_us,
-           first_us < 9223372036854775807 AS s_settled,
-           if(own_us <= first_us, o.outcome, l.l_outcome) AS s_outcome,
-           if(own_us <= first_us, o.duration_ms, l.l_duration_ms) AS s_duration_ms
+           if(o.s.1 >= from_us AND o.s.1 < settle_to_us, o.s, none_s) AS own_s,
+           -- no match in `late` joins its default, (0, '', 0)
+           if(l.l_s.1 = 0, none_s, l.l_s) AS late_s,
+           -- the earlier of the two: (time, outcome, duration) compare by time first
+           if(own_s <= late_s, own_s, late_s) AS first_s,
+           first_s.1 < 9223372036854775807 AS s_settled,
+           first_s.2 AS s_outcome,
+           first_s.3 AS s_duration_ms
     FROM
     (
-        SELECT arh, service, boot_id, mcp_method, stream, s_us, outcome, duration_ms
+        SELECT arh, service, boot_id, mcp_method, stream, s
         FROM arrival_outcomes FINAL
         WHERE ts >= toStartOfHour({t_from:DateTime64(6, 'UTC')}) AND ts <= {t_to:DateTime64(6, 'UTC')}
           -- (were this filter applied before FINAL's merge, a settlement-only row of
