@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { isoMicros } from '../core/time.ts';
 import { runQuery } from '../queries/index.ts';
 import { RETAINED_TABLES } from '../store/index.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
@@ -11,7 +12,6 @@ import { openTestStore, type TestStore } from './helpers/store.ts';
 // reordered or repeated across batches.
 
 const H = 1_796_014_800_000_000; // 2026-11-30 05:00:00 UTC, µs (an hour's start)
-const iso = (us: number) => new Date(us / 1000).toISOString();
 
 let t: TestStore;
 let batch = 0;
@@ -47,7 +47,7 @@ async function deliver(...batches: Array<Array<Record<string, unknown>>>): Promi
 }
 /** The settlements row of `svc` over [from, to): arrivals, settled, ok, p50 (ms). */
 async function settled(from: number, to: number, service = 'svc') {
-  const rows = await runQuery<Record<string, unknown>>(t.store, 'settlements', { t_from: iso(from), t_to: iso(to), service });
+  const rows = await runQuery<Record<string, unknown>>(t.store, 'settlements', { t_from: isoMicros(from), t_to: isoMicros(to), service });
   return rows.map((r) => ({ arrivals: Number(r.arrivals), settled: Number(r.settled), ok: Number(r.ok), p50_ms: Number(r.p50_ms) }));
 }
 

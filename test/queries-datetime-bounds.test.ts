@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { formatTimeMicros, isoMicros } from '../core/time.ts';
 import { runQuery } from '../queries/index.ts';
 import { insertEvents, T0_MICROS } from './fixtures/proxy-scenario.ts';
 import { ServerScenario } from './fixtures/server-scenario.ts';
@@ -45,11 +46,11 @@ describe('restarts: a boot whose last 2xx opens a granule just before a whole ho
     await insertEvents(t.store, sc.events);
 
     const rows = await runQuery<{ boot_id: string; down_from: string }>(t.store, 'restarts', {
-      t_from: new Date(T0_MICROS / 1000 + 1800_000).toISOString(),
-      t_to: new Date(T0_MICROS / 1000 + 3 * 3600_000).toISOString(),
+      t_from: isoMicros(T0_MICROS + 1800e6),
+      t_to: isoMicros(T0_MICROS + 3 * 3600e6),
     });
     expect(rows.map((r) => [r.boot_id, r.down_from])).toEqual([
-      ['boot-granule-svc-9000', new Date(T0_MICROS / 1000 + 3599_710).toISOString().replace('T', ' ').replace('Z', '000')],
+      ['boot-granule-svc-9000', formatTimeMicros(T0_MICROS + 3599.71e6)],
     ]);
   });
 });
