@@ -144,9 +144,20 @@ export async function migrate(store: Store, options: { retentionDays?: number; m
 /**
  * The tables whose rows expire with the events they come from: `events` and the
  * tables materialized views fill from it (schema/migrations/0006 on; the rollups
- * of 0008 and arrival_outcomes of 0010/0011 keep the hour in `ts`). Each has `TTL toDateTime(ts) + …`.
+ * of 0008 and arrival_outcomes of 0010/0011 keep the hour in `ts`; the signal rows
+ * of 0012 are copies of rows of proxy_access and server_requests). Each has
+ * `TTL toDateTime(ts) + …`.
  */
-export const RETAINED_TABLES: readonly string[] = ['events', 'proxy_access', 'server_requests', 'proxy_sessions', 'server_sessions', 'arrival_outcomes'];
+export const RETAINED_TABLES: readonly string[] = [
+  'events',
+  'proxy_access',
+  'server_requests',
+  'proxy_sessions',
+  'server_sessions',
+  'arrival_outcomes',
+  'proxy_signals',
+  'server_signals',
+];
 
 /**
  * Sets the TTL of every table in {@link RETAINED_TABLES} to `days` (0 removes

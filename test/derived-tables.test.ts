@@ -112,8 +112,8 @@ describe('a store made before the derived tables', () => {
   it('gets them filled from its events when migrated', async () => {
     // this store as migrations 0001-0005 left it, with events in it
     for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
-    for (const view of ['proxy_access_mv', 'server_requests_mv', 'arrival_outcomes_mv']) await t.store.command(`DROP VIEW ${view}`);
-    for (const table of ['proxy_access', 'server_requests', 'arrival_outcomes']) await t.store.command(`DROP TABLE ${table}`);
+    for (const view of ['proxy_access_mv', 'server_requests_mv', 'arrival_outcomes_mv', 'proxy_signals_mv', 'server_signals_mv']) await t.store.command(`DROP VIEW ${view}`);
+    for (const table of ['proxy_access', 'server_requests', 'arrival_outcomes', 'proxy_signals', 'server_signals']) await t.store.command(`DROP TABLE ${table}`);
     await t.store.command('ALTER TABLE schema_migrations DELETE WHERE version >= 6 SETTINGS mutations_sync = 2');
     const rows = [
       access({ response_session_key: 'k1', http_status: 200 }),
@@ -122,7 +122,7 @@ describe('a store made before the derived tables', () => {
       access({ source: 'server', event_type: 'boot', url_path: '' }),
     ];
     await t.store.insertJsonEachRow('events', body(rows), { dedupToken: 'old' });
-    expect(await migrate(t.store)).toEqual([6, 7, 8, 9, 10, 11]);
+    expect(await migrate(t.store)).toEqual([6, 7, 8, 9, 10, 11, 12]);
     expect(await t.store.query('SELECT (SELECT count() FROM proxy_access) AS p, (SELECT count() FROM server_requests) AS s')).toEqual([{ p: 1, s: 2 }]);
     // and the views feed them from now on
     await t.store.insertJsonEachRow('events', body([access({ request_session_key: 'k1', http_status: 200 })]), { dedupToken: 'new' });
@@ -145,5 +145,60 @@ describe('a line delivered again with another label', () => {
       expect(await runQuery(t.store, name, { service: 'a' }), name).toEqual([]);
       expect((await runQuery(t.store, name, { service: 'b' })).length, name).toBeGreaterThan(0);
     }
+  });
+});
+
+describe('the signal rows (migration 0012: proxy_signals, server_signals)', () => {
+  // The rows of the classes the queries look up one by one, as their big tables hold them.
+  const proxyClass = 'refused OR init OR pg OR http_status IN (401, 403)';
+  const serverClass = "refused OR init OR (event_type = 'settlement' AND session_resolution = 'alias')";
+  const rowsOf = (table: string, where = '1') =>
+    t.store.query<{ id: string; service: string }>(`SELECT toString(event_id) AS id, toString(service) AS service FROM ${table} FINAL WHERE ${where} ORDER BY id`);
+  const lines = () => [
+    access({ response_session_key: 'k7', http_status: 200 }), // initialize
+    access({ request_session_key: 'k7', http_status: 200 }),
+    access({ request_session_key: 'k7', http_status: 404 }),
+    access({ request_session_key: 'k7', http_status: 502, proxy_generated: true, upstream_error: 'connection_refused' }),
+    access({ request_session_key: 'k7', http_status: 502 }), // the upstream's own 5xx: no signal
+    access({ http_status: 401 }),
+    access({ source: 'server', event_type: 'arrival', arrival_id: 'b1', mcp_method: 'initialize', url_path: '' }),
+    access({ source: 'server', event_type: 'settlement', arrival_id: 'b1', outcome: 'ok', http_status: 200, url_path: '', minted_session_key: 'k8' }),
+    access({ source: 'server', event_type: 'arrival', arrival_id: 'b2', mcp_method: 'tools/call', request_session_key: 'k0', url_path: '' }),
+    access({ source: 'server', event_type: 'settlement', arrival_id: 'b2', outcome: 'ok', http_status: 200, url_path: '', request_session_key: 'k0', session_resolution: 'alias' }),
+    access({ source: 'server', event_type: 'session_refused', arrival_id: 'b3', request_session_key: 'k9', reason: 'unknown_after_boot', http_status: 404, url_path: '' }),
+  ];
+
+  it('hold the rows of their classes, through the views and a migration’s backfill alike', async () => {
+    for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+    const batch = lines();
+    await t.store.insertJsonEachRow('events', body(batch), { dedupToken: 'signals-view' });
+    // a retried batch is dropped, a copy in another batch collapses under FINAL
+    await t.store.insertJsonEachRow('events', body(batch), { dedupToken: 'signals-view' });
+    await t.store.insertJsonEachRow('events', body(batch.slice(2, 4)), { dedupToken: 'signals-copy' });
+    const proxy = await rowsOf('proxy_access', proxyClass);
+    const server = await rowsOf('server_requests', serverClass);
+    expect([proxy.length, server.length]).toEqual([4, 3]);
+    expect(await rowsOf('proxy_signals')).toEqual(proxy);
+    expect(await rowsOf('server_signals')).toEqual(server);
+    expect(await t.store.query('SELECT (SELECT count() FROM server_signals) AS s')).toEqual([{ s: 3 }]);
+
+    // a store that had the rows before 0012: the migration copies them once
+    for (const table of ['proxy_signals', 'server_signals']) await t.store.command(`TRUNCATE TABLE ${table}`);
+    await t.store.command('DROP VIEW proxy_signals_mv');
+    await t.store.command('DROP VIEW server_signals_mv');
+    await t.store.command('ALTER TABLE schema_migrations DELETE WHERE version >= 12 SETTINGS mutations_sync = 2');
+    expect(await migrate(t.store)).toEqual([12]);
+    expect(await rowsOf('proxy_signals')).toEqual(proxy);
+    expect(await rowsOf('server_signals')).toEqual(server);
+  });
+
+  it('keep only the newest label of a line delivered again, as proxy_access does', async () => {
+    for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+    const batch = lines().slice(0, 6);
+    await t.store.insertJsonEachRow('events', body(batch), { dedupToken: 'label-a' });
+    await t.store.insertJsonEachRow('events', body(batch.map((l) => ({ ...l, service: 'b' }))), { dedupToken: 'label-b' });
+    const proxy = await rowsOf('proxy_access', proxyClass);
+    expect(proxy.map((r) => r.service)).toEqual(['b', 'b', 'b', 'b']);
+    expect(await rowsOf('proxy_signals')).toEqual(proxy);
   });
 });

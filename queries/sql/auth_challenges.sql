@@ -37,7 +37,7 @@ proxy_challenges AS
     INNER JOIN
     (
         SELECT DISTINCT ts, user_agent, clienth, skh
-        FROM proxy_access
+        FROM proxy_signals
         WHERE http_status IN (401, 403)
           AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
     ) AS p ON p.ts = c.ts AND p.user_agent = c.user_agent

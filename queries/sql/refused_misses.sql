@@ -18,7 +18,7 @@
 -- in the range before the miss (a session the range's boot served, not one that
 -- was stale already when the range began); a server's miss always counts, the
 -- server's reason stands.
--- requires: proxy_lines, proxy_refused, proxy_restarts, server_refused
+-- requires: proxy_lines, proxy_signal_lines, proxy_refused, proxy_restarts, server_refused
 WITH
 -- the server's misses, read once (a scalar: two parts below use them)
 (SELECT groupArray((boot_id, skh, reason, http_status, t, http_method, mcp_method, next)) FROM server_refused) AS server_rows,
@@ -42,7 +42,7 @@ boots AS
 inits AS
 (
     SELECT clienth, t, toUInt8(1) AS hit
-    FROM proxy_lines
+    FROM proxy_signal_lines
     WHERE init AND clienth IN (SELECT clienth FROM proxy_refused)
 ),
 proxy AS

@@ -33,11 +33,12 @@ adopted_server AS
 ),
 alias AS
 (
-    -- a copy of a settlement is dropped by its event_id: alias hits are counted
+    -- a copy of a settlement is dropped by its event_id: alias hits are counted;
+    -- read from the server's signal rows (server_signals, schema/migrations/0012)
     SELECT skh, groupArray(t) AS ts
     FROM
     (
-        SELECT event_id, skh, t FROM server_requests
+        SELECT event_id, skh, t FROM server_signals
         WHERE event_type = 'settlement' AND session_resolution = 'alias'
           AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
           AND skh IN (SELECT stale_h FROM server)

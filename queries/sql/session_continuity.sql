@@ -38,7 +38,7 @@
 --  * restarts: server boots (their previous boot's activity from server_sessions)
 --    and proxy-inferred ones (5xx gaps from proxy_seq; transitions as in
 --    proxy_transitions, merged by overlap as in proxy_restarts).
--- requires: proxy_seq, server_boots
+-- requires: proxy_signal_lines, proxy_seq, server_boots
 WITH
 -- the hours read whole from the rollups: [hour_lo, hour_hi), seconds
 intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0) + 3599999999, 3600000000) * 3600 AS hour_lo,
@@ -65,6 +65,15 @@ srv AS
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
+-- the same of the server's signal rows only (refused misses, initializes:
+-- server_signals, schema/migrations/0012), for the reads of those classes
+srv_signals AS
+(
+    SELECT * FROM server_signals
+    WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+),
 -- the server's requests the rollup does not cover (the cut hours)
 raw_srv AS
 (
@@ -72,18 +81,12 @@ raw_srv AS
     FROM srv
     WHERE NOT (whole_hours AND ts >= whole_from AND ts < whole_to)
 ),
--- the hours that hold a refused miss (any label: the rollup keeps every copy)
-(
-    SELECT groupUniqArray(ts) FROM proxy_sessions
-    WHERE last_refused > 0 AND ts >= toDateTime(intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600, 'UTC')
-      AND ts < {t_to:DateTime64(6, 'UTC')}
-) AS refused_hours,
 -- the proxy's refused misses on a session, read once (FINAL: under the newest
--- label) from those hours only
+-- label) from the signal rows (proxy_signal_lines.sql)
 (
     SELECT groupArray((service, skh, clienth, t, toStartOfHour(ts)))
-    FROM proxy_lines
-    WHERE refused AND skh != 0 AND has(refused_hours, toStartOfHour(ts))
+    FROM proxy_signal_lines
+    WHERE refused AND skh != 0
 ) AS refused_rows,
 refused AS
 (
@@ -105,7 +108,7 @@ refused AS
 proxy_inits_all AS (SELECT x.1 AS h, x.2 AS clienth, x.3 AS t FROM (SELECT arrayJoin(init_rows) AS x)),
 -- the server's initializes, read once
 (
-    SELECT groupArray((clienth, t)) FROM srv WHERE init
+    SELECT groupArray((clienth, t)) FROM srv_signals WHERE init
 ) AS server_init_rows,
 -- one row per initialize: readers find a client's first one after a time with
 -- an ASOF join (a client may hold thousands of sessions: no per-client arrays)
@@ -263,7 +266,7 @@ remint_candidates AS
     GROUP BY m.skh
 ),
 (
-    SELECT groupArray((skh, t, arh, clienth)) FROM srv WHERE refused
+    SELECT groupArray((skh, t, arh, clienth)) FROM srv_signals WHERE refused
 ) AS server_refused_array,
 server_refused_rows AS
 (
@@ -395,7 +398,7 @@ stale_before AS
           AND ({environment:String} = '' OR environment = {environment:String})
           AND url_path IN {endpoint_paths:Array(String)}
         UNION ALL
-        SELECT skh AS h FROM proxy_access
+        SELECT skh AS h FROM proxy_signals
         WHERE ts >= fromUnixTimestamp64Micro(toInt64(from_hour) * 1000000) AND ts < {t_from:DateTime64(6, 'UTC')} AND refused AND skh != 0
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
@@ -406,7 +409,7 @@ stale_before AS
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL
-        SELECT skh AS h FROM server_requests
+        SELECT skh AS h FROM server_signals
         WHERE ts >= fromUnixTimestamp64Micro(toInt64(from_hour) * 1000000) AND ts < {t_from:DateTime64(6, 'UTC')} AND refused AND skh != 0
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})

@@ -21,7 +21,7 @@
 -- session id 20,000 times (what the SDK client does, DESIGN §1) once took 22 GiB.
 -- A miss's neighbours are those of the first line of its time (a tie is no
 -- neighbour: earlier means strictly earlier, later strictly later).
--- requires: proxy_lines
+-- requires: proxy_lines, proxy_signal_lines
 WITH
 (
     SELECT groupArray(x)
@@ -55,7 +55,7 @@ WITH
                 SELECT l.skh AS skh,
                        arraySort(groupArray((l.t, l.ok, l.pg, l.refused, l.service, l.clienth, l.http_method, l.http_status))) AS rows
                 FROM proxy_lines AS l
-                INNER JOIN (SELECT DISTINCT skh FROM proxy_lines WHERE refused AND skh != 0) AS r ON r.skh = l.skh
+                INNER JOIN (SELECT DISTINCT skh FROM proxy_signal_lines WHERE refused AND skh != 0) AS r ON r.skh = l.skh
                 GROUP BY l.skh
             )
         )

@@ -7,13 +7,13 @@
 -- B. Joined on the hashed keys; only the initializes of refused clients, and the
 -- requests carrying a replacement, are read. The misses are the refused lines
 -- themselves (the neighbours proxy_refused.sql finds for them are not needed here).
--- requires: proxy_lines
+-- requires: proxy_lines, proxy_signal_lines
 WITH
-misses AS (SELECT skh AS stale_h, clienth, t FROM proxy_lines WHERE refused AND skh != 0),
+misses AS (SELECT skh AS stale_h, clienth, t FROM proxy_signal_lines WHERE refused AND skh != 0),
 inits AS
 (
     SELECT rk AS replacement, rkh AS replacement_h, clienth, t AS init_t
-    FROM proxy_lines
+    FROM proxy_signal_lines
     WHERE init AND clienth IN (SELECT clienth FROM misses)
 ),
 candidates AS
@@ -51,4 +51,4 @@ FROM pairs AS p
 -- compute the candidates again
 LEFT JOIN (SELECT DISTINCT skh FROM proxy_lines WHERE skh != 0) AS u ON u.skh = p.replacement_h
 -- the stale sessions' keys (a stale session has a refused miss)
-LEFT JOIN (SELECT skh, any(sk) AS sk FROM proxy_lines WHERE refused AND skh != 0 GROUP BY skh) AS k ON k.skh = p.stale_h
+LEFT JOIN (SELECT skh, any(sk) AS sk FROM proxy_signal_lines WHERE refused AND skh != 0 GROUP BY skh) AS k ON k.skh = p.stale_h

@@ -8,7 +8,7 @@
 -- at each reference, so neither does): one pass over the served requests' times
 -- per service and minute (the first and last of each minute, and all of them in
 -- the minutes that hold a 5xx), and the 5xx rows. No join or window runs over every request.
--- requires: proxy_lines
+-- requires: proxy_lines, proxy_signal_lines
 WITH
 (
     SELECT groupArray((service, m, lo, hi, served))
@@ -22,7 +22,7 @@ WITH
 ) AS minute_rows,
 (
     SELECT groupArray((service, t, http_method))
-    FROM proxy_lines WHERE pg
+    FROM proxy_signal_lines WHERE pg
 ) AS gap_rows,
 minutes AS (SELECT x.1 AS service, x.2 AS m, x.3 AS lo, x.4 AS hi FROM (SELECT arrayJoin(minute_rows) AS x) WHERE x.4 > 0),
 near AS (SELECT x.1 AS service, x.2 AS m, x.5 AS served FROM (SELECT arrayJoin(minute_rows) AS x) WHERE notEmpty(x.5)),

@@ -21,13 +21,22 @@ srv AS
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
+-- the same of the server's signal rows only (refused misses, initializes:
+-- server_signals, schema/migrations/0012), for the reads of those classes
+srv_signals AS
+(
+    SELECT * FROM server_signals
+    WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+),
 (
     SELECT groupArray((service, toString(boot_id), session_key, skh, toString(reason), http_status, t, arh, clienth))
     FROM
     (
         -- deduplicated after the filter (a re-delivered copy of an event): FINAL
         -- would read every row of these columns first
-        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth FROM srv
+        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth FROM srv_signals
         WHERE refused
         LIMIT 1 BY event_id
     )
@@ -60,7 +69,7 @@ session_last AS
 client_inits AS
 (
     SELECT a.clienth AS clienth, a.t AS t, toUInt8(1) AS hit
-    FROM srv AS a
+    FROM srv_signals AS a
     INNER JOIN (SELECT DISTINCT clienth FROM judged) AS j ON j.clienth = a.clienth
     WHERE a.init
 )
