@@ -146,6 +146,23 @@ describe('a line delivered again with another label', () => {
       expect((await runQuery(t.store, name, { service: 'b' })).length, name).toBeGreaterThan(0);
     }
   });
+
+  it('counts a server refused miss only under its newest label, whatever the merges', async () => {
+    const { runQuery } = await import('../queries/index.ts');
+    for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+    await t.store.command('SYSTEM STOP MERGES server_signals');
+    try {
+      const miss = access({ source: 'server', event_type: 'session_refused', service: 'a', arrival_id: 'r1', request_session_key: 'k6', reason: 'unknown_after_boot', http_status: 404, url_path: '' });
+      await t.store.insertJsonEachRow('events', body([miss]), { dedupToken: 'server-label-a' });
+      await t.store.insertJsonEachRow('events', body([{ ...miss, service: 'b' }]), { dedupToken: 'server-label-b' });
+      const misses = async (service: string) =>
+        (await runQuery<{ source: string; misses: number }>(t.store, 'refused_misses', { service })).filter((r) => r.source === 'server').map((r) => Number(r.misses));
+      expect(await misses('a')).toEqual([]);
+      expect(await misses('b')).toEqual([1]);
+    } finally {
+      await t.store.command('SYSTEM START MERGES server_signals');
+    }
+  });
 });
 
 describe('the signal rows (migration 0012: proxy_signals, server_signals)', () => {

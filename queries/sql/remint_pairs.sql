@@ -34,11 +34,12 @@ adopted_server AS
 alias AS
 (
     -- a copy of a settlement is dropped by its event_id: alias hits are counted;
-    -- read from the server's signal rows (server_signals, schema/migrations/0012)
+    -- read from the server's signal rows (server_signals, schema/migrations/0012),
+    -- with FINAL (a copy under another label counts under its newest one only)
     SELECT skh, groupArray(t) AS ts
     FROM
     (
-        SELECT event_id, skh, t FROM server_signals
+        SELECT event_id, skh, t FROM server_signals FINAL
         WHERE event_type = 'settlement' AND session_resolution = 'alias'
           AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
           AND skh IN (SELECT stale_h FROM server)

@@ -28,11 +28,13 @@
 --    another --service keeps its old label in the rollup (a rollup cannot forget),
 --    so when a service or environment filter is given the proxy facts come from
 --    the rows, read with FINAL (a relabelled line counts under its newest label);
---    without a filter a label changes nothing here. The server rows are read
---    without FINAL, as before the rollups (a relabelled server event counts under
---    both labels until a merge), so the server rollup serves every case.
+--    without a filter a label changes nothing here. The server's requests are
+--    read without FINAL, as before the rollups (a relabelled server event counts
+--    under both labels until a merge), so the server rollup serves every case.
 --  * the rare rows (proxy refused misses, server refused misses and initializes,
---    re-mints, boots) come from the rows; a refused miss finds its session's
+--    re-mints, boots) come from the rows: refused misses and initializes from the
+--    signal rows (schema/migrations/0012), both read with FINAL (a relabelled one
+--    counts under its newest label only); a refused miss finds its session's
 --    previous served request in the rollup's hours, and reads the rows of its hour
 --    only when that hour holds served requests both before and after it.
 --  * restarts: server boots (their previous boot's activity from server_sessions)
@@ -66,10 +68,12 @@ srv AS
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
 -- the same of the server's signal rows only (refused misses, initializes:
--- server_signals, schema/migrations/0012), for the reads of those classes
+-- server_signals, schema/migrations/0012), for the reads of those classes; with
+-- FINAL (a small table): a server event delivered again under another label
+-- counts under its newest one only, as the proxy's lines do, whatever the merges
 srv_signals AS
 (
-    SELECT * FROM server_signals
+    SELECT * FROM server_signals FINAL
     WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
@@ -398,7 +402,7 @@ stale_before AS
           AND ({environment:String} = '' OR environment = {environment:String})
           AND url_path IN {endpoint_paths:Array(String)}
         UNION ALL
-        SELECT skh AS h FROM proxy_signals
+        SELECT skh AS h FROM proxy_signals FINAL
         WHERE ts >= fromUnixTimestamp64Micro(toInt64(from_hour) * 1000000) AND ts < {t_from:DateTime64(6, 'UTC')} AND refused AND skh != 0
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
@@ -409,7 +413,7 @@ stale_before AS
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL
-        SELECT skh AS h FROM server_signals
+        SELECT skh AS h FROM server_signals FINAL
         WHERE ts >= fromUnixTimestamp64Micro(toInt64(from_hour) * 1000000) AND ts < {t_from:DateTime64(6, 'UTC')} AND refused AND skh != 0
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})

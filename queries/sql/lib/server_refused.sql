@@ -22,10 +22,12 @@ srv AS
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
 -- the same of the server's signal rows only (refused misses, initializes:
--- server_signals, schema/migrations/0012), for the reads of those classes
+-- server_signals, schema/migrations/0012), for the reads of those classes; with
+-- FINAL (a small table): a server event delivered again under another label
+-- counts under its newest one only, as the proxy's lines do, whatever the merges
 srv_signals AS
 (
-    SELECT * FROM server_signals
+    SELECT * FROM server_signals FINAL
     WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
