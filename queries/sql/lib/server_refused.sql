@@ -36,8 +36,8 @@ srv_signals AS
     SELECT groupArray((service, toString(boot_id), session_key, skh, toString(reason), http_status, t, arh, clienth))
     FROM
     (
-        -- deduplicated after the filter (a re-delivered copy of an event): FINAL
-        -- would read every row of these columns first
+        -- FINAL keeps one copy per (ts, event_id); a copy of an event stamped with
+        -- another time is dropped here (the misses are counted)
         SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth FROM srv_signals
         WHERE refused
         LIMIT 1 BY event_id
