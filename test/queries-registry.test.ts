@@ -1,7 +1,7 @@
 // The named queries as composed from their files and fragments: every placeholder
 // is a declared parameter of that type, every fragment is used, and the composed
 // text lists each fragment once, before its readers.
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { bindParams, INTERNAL_PARAM_TYPES, NAMED_QUERIES, querySql, withQueryDefaults } from '../queries/index.ts';
 
@@ -61,5 +61,17 @@ describe('a parameter given more than once (a repeated query-string key)', () =>
   it('is refused for a one-value parameter, and taken for an Array one', () => {
     expect(() => bindParams('remint_pairs', { window_s: ['5', '6'] })).toThrow(/window_s given more than once/);
     expect(bindParams('remint_pairs', { mcp_paths: ['/a', '/b'] })).toMatchObject({ mcp_paths: ['/a', '/b'] });
+  });
+});
+
+describe('proxy_signal_lines', () => {
+  it('is proxy_lines over proxy_signals: the same columns and filters (schema/migrations/0012)', () => {
+    const body = (name: string) => {
+      const text = readFileSync(new URL(`../queries/sql/lib/${name}.sql`, import.meta.url), 'utf8');
+      return text.slice(text.indexOf('\nSELECT'));
+    };
+    const lines = body('proxy_lines');
+    expect(lines).toContain('FROM proxy_access FINAL');
+    expect(body('proxy_signal_lines')).toBe(lines.replace('FROM proxy_access FINAL', 'FROM proxy_signals FINAL'));
   });
 });

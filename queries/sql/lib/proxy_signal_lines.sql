@@ -4,7 +4,8 @@
 -- (schema/migrations/0012), which holds only those: the same columns, filters
 -- and FINAL as proxy_lines, so `proxy_signal_lines WHERE refused` is
 -- `proxy_lines WHERE refused` at a fraction of the read. Only those classes:
--- any other filter must read proxy_lines.
+-- any other filter must read proxy_lines. test/queries-registry.test.ts keeps
+-- the two the same but for the table.
 SELECT
     event_id, ts, t, service, environment, http_method, url_path, http_status, duration_ms, sk, rk, principal_key,
     has_credential, proxy_generated, upstream_error, client_address, user_agent, ua_family, origin, client,
