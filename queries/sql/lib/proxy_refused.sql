@@ -29,14 +29,16 @@ WITH
 (
     SELECT groupArray((m.service, m.skh, m.t, m.clienth, m.http_method, m.http_status, n.prev, n.ok_at, n.next_at))
     -- each refused line, with its details from the signal rows, and the neighbours
-    -- of its time in its session (the same for every line of that time: ANY)
+    -- of its time in its session (the same for every line of that time: one row
+    -- per time on the right, LIMIT 1 BY; not ANY INNER JOIN, which also keeps one
+    -- row per key on the left, so two misses of one session at the same µs counted once)
     FROM
     (
         SELECT service, skh, t, clienth, http_method, http_status
         FROM proxy_signal_lines
         WHERE refused AND skh != 0
     ) AS m
-    ANY INNER JOIN
+    INNER JOIN
     (
         SELECT skh, z.1.1 AS t, z.2 AS prev, z.3 AS ok_at, z.4 AS next_at
         FROM
@@ -73,6 +75,7 @@ WITH
             )
             )
         )
+        LIMIT 1 BY skh, t
     ) AS n ON n.skh = m.skh AND n.t = m.t
 ) AS refused_rows,
 (

@@ -1,0 +1,70 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runQuery } from '../queries/index.ts';
+import { RETAINED_TABLES } from '../store/index.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+// Refused misses of one session at the same microsecond are each a miss.
+// proxy_refused (queries/sql/lib/proxy_refused.sql) joins each miss to the
+// neighbours of its session and time; an ANY INNER JOIN there kept one row per
+// (session, time) on the left as well, and two such misses counted once (found by
+// a helper's A/B of the old and new SQL on random stores).
+
+let t: TestStore;
+const T = Date.UTC(2026, 10, 1, 10) * 1000; // µs
+const line = (n: number, dt_s: number, fields: Record<string, unknown>) => ({
+  event_id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
+  event_type: 'proxy_access',
+  ts: T + dt_s * 1_000_000,
+  source: 'proxy',
+  service: 'svc-a',
+  environment: 'prod',
+  user_agent: 'claude-code/2.0.14',
+  http_method: 'POST',
+  url_path: '/mcp',
+  client_address: '10.0.0.1',
+  has_credential: true,
+  request_session_key: 'k-stale',
+  ...fields,
+});
+
+beforeAll(async () => {
+  t = await openTestStore('refused_ties');
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+async function load(tied: Record<string, unknown>, token: string): Promise<void> {
+  for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+  const rows = [
+    line(1, 0, { http_status: 200 }),
+    line(2, 5, { http_status: 404 }),
+    line(3, 5, tied),
+    // the client re-initializes: an inferred re-mint, 4 s after the misses
+    line(9, 9, { http_status: 200, request_session_key: '', response_session_key: 'k-new' }),
+  ];
+  await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: token });
+}
+
+const proxyMisses = async () =>
+  (await runQuery<Record<string, unknown>>(t.store, 'refused_misses', {}))
+    .filter((r) => r.source === 'proxy')
+    .map((r) => ({ http_method: r.http_method, http_status: Number(r.http_status), next: r.next, misses: Number(r.misses), sessions: Number(r.sessions) }));
+const sessionsRefused = async () => (await runQuery<Record<string, unknown>>(t.store, 'restarts', {})).map((r) => Number(r.sessions_refused));
+
+describe('two refused misses of one session at the same microsecond', () => {
+  it('count twice when they are alike', async () => {
+    await load({ http_status: 404 }, 'alike');
+    expect(await proxyMisses()).toEqual([{ http_method: 'POST', http_status: 404, next: 'initialize', misses: 2, sessions: 1 }]);
+    expect(await sessionsRefused()).toEqual([2]);
+  });
+
+  it('each keep their own method and status', async () => {
+    await load({ http_status: 404, http_method: 'GET' }, 'methods');
+    expect(await proxyMisses()).toEqual([
+      { http_method: 'GET', http_status: 404, next: 'initialize', misses: 1, sessions: 1 },
+      { http_method: 'POST', http_status: 404, next: 'initialize', misses: 1, sessions: 1 },
+    ]);
+    expect(await sessionsRefused()).toEqual([2]);
+  });
+});
