@@ -46,33 +46,33 @@ WITH
             SELECT skh, arrayJoin(arrayFilter(z -> z.1.4, arrayZip(rows, prev_at, ok_at, next_at))) AS z
             FROM
             (
-            SELECT skh, rows,
-                   -- the first line of each time (rows sort by time first)
-                   -- (every lambda takes its arrays as arguments: a captured array would be
-                   -- copied for each element)
-                   arrayMap((y, before) -> y.1 != before, rows, arrayPopBack(arrayPushFront(arrayMap(y -> y.1, rows), -inf))) AS starts,
-                   -- at each line: the latest upstream-served line before it, as (t, ok, pg);
-                   -- then the value of the first line of its time, filled forward
-                   arrayPopBack(arrayPushFront(
-                       arrayFill(v -> v.1 >= 0, arrayMap(y -> if(y.3, (-1., false, false), (y.1, y.2, y.3)), rows)),
-                       (0., false, false))) AS prev_line,
-                   arrayFill(v -> v.1 >= 0, arrayMap((v, st) -> if(st, (if(v.1 < 0, 0., v.1), v.2 AND v.1 >= 0, v.3), (-1., false, false)), prev_line, starts)) AS prev_at,
-                   -- at each line: some earlier line was a 2xx
-                   arrayPopBack(arrayPushFront(arrayCumSum(arrayMap(y -> toUInt32(y.2), rows)), toUInt32(0))) AS ok_before,
-                   arrayFill(v -> v >= 0, arrayMap((v, st) -> if(st, toInt64(v > 0), -1), ok_before, starts)) AS ok_at,
-                   -- at each line: the time of the first line of the next time (0: none)
-                   arrayPushBack(arrayPopFront(arrayReverseFill(v -> v >= 0, arrayMap((y, st) -> if(st, y.1, -1.), rows, starts))), -1.) AS next_line,
-                   arrayMap(v -> greatest(v, 0.), next_line) AS next_at
-            FROM
-            (
-                -- only the refused sessions' lines, joined to their keys (a join, not an IN:
-                -- a scalar that holds a subquery set is evaluated again at every reference),
-                -- four fields each (the details of the refused ones come from the signal rows)
-                SELECT l.skh AS skh, arraySort(groupArray((l.t, l.ok, l.pg, l.refused))) AS rows
-                FROM proxy_lines AS l
-                INNER JOIN (SELECT DISTINCT skh FROM proxy_signal_lines WHERE refused AND skh != 0) AS r ON r.skh = l.skh
-                GROUP BY l.skh
-            )
+                SELECT skh, rows,
+                       -- the first line of each time (rows sort by time first)
+                       -- (every lambda takes its arrays as arguments: a captured array would be
+                       -- copied for each element)
+                       arrayMap((y, before) -> y.1 != before, rows, arrayPopBack(arrayPushFront(arrayMap(y -> y.1, rows), -inf))) AS starts,
+                       -- at each line: the latest upstream-served line before it, as (t, ok, pg);
+                       -- then the value of the first line of its time, filled forward
+                       arrayPopBack(arrayPushFront(
+                           arrayFill(v -> v.1 >= 0, arrayMap(y -> if(y.3, (-1., false, false), (y.1, y.2, y.3)), rows)),
+                           (0., false, false))) AS prev_line,
+                       arrayFill(v -> v.1 >= 0, arrayMap((v, st) -> if(st, (if(v.1 < 0, 0., v.1), v.2 AND v.1 >= 0, v.3), (-1., false, false)), prev_line, starts)) AS prev_at,
+                       -- at each line: some earlier line was a 2xx
+                       arrayPopBack(arrayPushFront(arrayCumSum(arrayMap(y -> toUInt32(y.2), rows)), toUInt32(0))) AS ok_before,
+                       arrayFill(v -> v >= 0, arrayMap((v, st) -> if(st, toInt64(v > 0), -1), ok_before, starts)) AS ok_at,
+                       -- at each line: the time of the first line of the next time (0: none)
+                       arrayPushBack(arrayPopFront(arrayReverseFill(v -> v >= 0, arrayMap((y, st) -> if(st, y.1, -1.), rows, starts))), -1.) AS next_line,
+                       arrayMap(v -> greatest(v, 0.), next_line) AS next_at
+                FROM
+                (
+                    -- only the refused sessions' lines, joined to their keys (a join, not an IN:
+                    -- a scalar that holds a subquery set is evaluated again at every reference),
+                    -- four fields each (the details of the refused ones come from the signal rows)
+                    SELECT l.skh AS skh, arraySort(groupArray((l.t, l.ok, l.pg, l.refused))) AS rows
+                    FROM proxy_lines AS l
+                    INNER JOIN (SELECT DISTINCT skh FROM proxy_signal_lines WHERE refused AND skh != 0) AS r ON r.skh = l.skh
+                    GROUP BY l.skh
+                )
             )
         )
         LIMIT 1 BY skh, t
