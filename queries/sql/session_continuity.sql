@@ -40,7 +40,7 @@
 --  * restarts: server boots (their previous boot's activity from server_sessions)
 --    and proxy-inferred ones (5xx gaps from proxy_seq; transitions as in
 --    proxy_transitions, merged by overlap as in proxy_restarts).
--- requires: proxy_signal_lines, proxy_seq, server_boots
+-- requires: proxy_signal_lines, server_signal_rows, proxy_seq, server_boots
 WITH
 -- the hours read whole from the rollups: [hour_lo, hour_hi), seconds
 intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0) + 3599999999, 3600000000) * 3600 AS hour_lo,
@@ -63,17 +63,6 @@ raw_lines AS
 srv AS
 (
     SELECT * FROM server_requests
-    WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-),
--- the same of the server's signal rows only (refused misses, initializes:
--- server_signals, schema/migrations/0012), for the reads of those classes; with
--- FINAL (a small table): a server event delivered again under another label
--- counts under its newest one only, as the proxy's lines do, whatever the merges
-srv_signals AS
-(
-    SELECT * FROM server_signals FINAL
     WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
@@ -112,7 +101,7 @@ refused AS
 proxy_inits_all AS (SELECT x.1 AS h, x.2 AS clienth, x.3 AS t FROM (SELECT arrayJoin(init_rows) AS x)),
 -- the server's initializes, read once
 (
-    SELECT groupArray((clienth, t)) FROM srv_signals WHERE init
+    SELECT groupArray((clienth, t)) FROM server_signal_rows WHERE init
 ) AS server_init_rows,
 -- one row per initialize: readers find a client's first one after a time with
 -- an ASOF join (a client may hold thousands of sessions: no per-client arrays)
@@ -270,7 +259,7 @@ remint_candidates AS
     GROUP BY m.skh
 ),
 (
-    SELECT groupArray((skh, t, arh, clienth)) FROM srv_signals WHERE refused
+    SELECT groupArray((skh, t, arh, clienth)) FROM server_signal_rows WHERE refused
 ) AS server_refused_array,
 server_refused_rows AS
 (

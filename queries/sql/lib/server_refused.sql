@@ -10,7 +10,9 @@
 -- clients are read, each joined to the refused keys rather than filtered by an
 -- IN: with no subquery set in it, a scalar over this fragment (refused_misses
 -- reads it twice) is evaluated once. Max and existence do not change with a
--- duplicate, so only the refused misses are deduplicated.
+-- duplicate, so only the refused misses are deduplicated. The refused misses and
+-- the initializes come from the signal rows (server_signal_rows.sql).
+-- requires: server_signal_rows
 WITH
 -- the server's requests in the range and scope (inlined where read: each reader's
 -- filter and columns reach the scan)
@@ -21,24 +23,13 @@ srv AS
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
--- the same of the server's signal rows only (refused misses, initializes:
--- server_signals, schema/migrations/0012), for the reads of those classes; with
--- FINAL (a small table): a server event delivered again under another label
--- counts under its newest one only, as the proxy's lines do, whatever the merges
-srv_signals AS
-(
-    SELECT * FROM server_signals FINAL
-    WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-),
 (
     SELECT groupArray((service, toString(boot_id), session_key, skh, toString(reason), http_status, t, arh, clienth))
     FROM
     (
         -- FINAL keeps one copy per (ts, event_id); a copy of an event stamped with
         -- another time is dropped here (the misses are counted)
-        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth FROM srv_signals
+        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth FROM server_signal_rows
         WHERE refused
         LIMIT 1 BY event_id
     )
@@ -71,7 +62,7 @@ session_last AS
 client_inits AS
 (
     SELECT a.clienth AS clienth, a.t AS t, toUInt8(1) AS hit
-    FROM srv_signals AS a
+    FROM server_signal_rows AS a
     INNER JOIN (SELECT DISTINCT clienth FROM judged) AS j ON j.clienth = a.clienth
     WHERE a.init
 )
