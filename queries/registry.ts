@@ -463,6 +463,40 @@ export async function checkMcpPaths(store: Store, params: Record<string, unknown
 }
 let mcpPathsSql: string | undefined;
 
+/** One server restart, as the `restarts` query's server rows name it (times are store DateTime64 text, UTC). */
+export interface ServerRestart {
+  readonly service: string;
+  /** The new boot. */
+  readonly boot_id: string;
+  readonly release: string;
+  /** The boot, as `restarts.up_at`. */
+  readonly up_at: string;
+  /** The boot before's shutdown, else last 2xx, else last event, as `restarts.down_from`. */
+  readonly down_from: string;
+  /** The boot that ended, as `restarts.prev_boot_id`. */
+  readonly prev_boot_id: string;
+}
+
+/**
+ * The server restarts in scope: every boot that follows an earlier boot of its
+ * service (fragment `server_boots`, as the `restarts` query's server rows), without
+ * the proxy inference, which is most of the cost of `restarts` over a whole store.
+ * The canary report resolves its deploy from these, then reads the `restarts` row
+ * over the life of the boot that ended (reports/canary.ts).
+ *
+ * One query (queries/sql/checks/server_restarts.sql) over `params`' range, service
+ * and environment; other keys of `params` are ignored.
+ * @returns the restarts in time order (up_at, service, boot_id).
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
+ */
+export async function listServerRestarts(store: Store, params: Record<string, unknown>): Promise<ServerRestart[]> {
+  const given = Object.fromEntries(Object.keys(commonTypes).filter((k) => params[k] !== undefined).map((k) => [k, params[k]]));
+  const bound = parseParams('server_restarts check', CommonParams, commonTypes, given);
+  serverRestartsSql ??= withFragments(readSql('checks/server_restarts'));
+  return store.query<ServerRestart>(serverRestartsSql, bound);
+}
+let serverRestartsSql: string | undefined;
+
 function mcpPathsWarning(c: Omit<McpPathsCheck, 'warning'>, where: string): string | null {
   const more = c.endpoint_count > c.endpoints.length ? ` (and ${c.endpoint_count - c.endpoints.length} more path(s) with MCP session headers)` : '';
   if (c.verdict === 'none_match') {

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../core/errors.ts';
+import { isoMicros, parseTimeMicros } from '../core/time.ts';
+import { runQuery } from '../queries/index.ts';
 import { authDeploy, failingDeploy, failingThirdBoot, firstBootDeploy, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy, staleBeforeDeploy } from '../test/fixtures/canary-scenarios.ts';
 import { insertEvents, proxyEvents, repeat } from '../test/fixtures/proxy-scenario.ts';
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
@@ -186,6 +188,37 @@ describe('a deploy whose previous boot was itself a restart', () => {
       bounds: r.bounds.map((b) => [b.id, b.successes, b.trials, b.lower]),
     });
     expect(same(third)).toEqual(same(fail));
+  });
+});
+
+describe('a server deploy found among the server restarts, its row read over the life of the boot that ended', () => {
+  it('is the whole store’s `restarts` row, and the life range starts at the restart before it', async () => {
+    // (resolveServerDeploy: `restarts` over the whole store spends its time on proxy inference)
+    const all = await runQuery<Record<string, unknown>>(t.store, 'restarts', {});
+    const iso = (v: unknown) => (v === null ? null : isoMicros(parseTimeMicros(String(v))!));
+    for (const [service, deploy] of [['pass', 'latest'], ['fail', 'v2'], ['third', 'latest'], ['first', 'latest'], ['auth', 'latest'], ['', 'latest'], ['', 'tie2']] as const) {
+      const r = service ? await canary(service, deploy) : await buildCanaryReport(t.store, { deploy });
+      const row = all.find((x) => x.source === 'server' && x.boot_id === r.deploy?.boot_id);
+      expect(row, `${service} ${deploy}`).toBeDefined();
+      expect(r.deploy, `${service} ${deploy}`).toMatchObject({
+        source: 'server',
+        evidence: row!.evidence,
+        service: row!.service,
+        release: row!.release,
+        previous_boot_id: row!.prev_boot_id,
+        down_from: iso(row!.down_from),
+        up_at: iso(row!.up_at),
+        downtime_s: Number(row!.downtime_s),
+      });
+      // the life range: from the service's restart before this one (its boot), else the epoch
+      const before = all
+        .filter((x) => x.source === 'server' && x.service === row!.service && parseTimeMicros(String(x.up_at))! < parseTimeMicros(String(row!.up_at))!)
+        .map((x) => iso(x.up_at)!)
+        .sort()
+        .at(-1);
+      const refusedQuery = r.gates.find((g) => g.id === 'refused_after_boot')!.queries[0]!;
+      expect(refusedQuery.params.t_from, `${service} ${deploy}`).toBe(before);
+    }
   });
 });
 

@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { checkMcpPaths, runQuery, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, listServerRestarts, runQuery, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -467,39 +467,55 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   });
 
   // -- the deploy ---------------------------------------------------------------
-  const restarts = (await runQuery<RestartRow>(store, 'restarts', common)).slice();
-  const at = (r: RestartRow) => storeTimeToMicros(r.up_at ?? r.down_from);
-  // In time order (a proxy restart with no up_at at its down_from); at the same
-  // microsecond by service, then boot id, as the query orders its rows.
-  restarts.sort((a, b) => at(a) - at(b) || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
-  const services = [...new Set(restarts.map((r) => r.service).filter(Boolean))];
-  if (!scope.service && services.length > 1) {
-    notes.push(`The store holds restarts of several services (${services.join(', ')}) and no --service was given: the gates count events of all of them.`);
+  const at = (r: { up_at: string | null; down_from: string }) => storeTimeToMicros(r.up_at ?? r.down_from);
+  // A server deploy is found among the server restarts alone (a cheap read), and its
+  // row is read from `restarts` over the life of the boot that ended onward: over the
+  // whole store, `restarts` spends most of its time inferring proxy restarts long
+  // before the deploy. Anything else (a proxy-inferred deploy, an unknown one, no
+  // restart at all) reads `restarts` over the whole store, as before.
+  const resolved = await resolveServerDeploy(store, requested, common, afterS);
+  const noteServices = (services: string[]) => {
+    if (!scope.service && services.length > 1) {
+      notes.push(`The store holds restarts of several services (${services.join(', ')}) and no --service was given: the gates count events of all of them.`);
+    }
+  };
+  let deployRow: RestartRow;
+  let previousAt: number | null;
+  if (resolved) {
+    ({ row: deployRow, previousAt } = resolved);
+    noteServices(resolved.services);
+  } else {
+    const restarts = (await runQuery<RestartRow>(store, 'restarts', common)).slice();
+    // In time order (a proxy restart with no up_at at its down_from); at the same
+    // microsecond by service, then boot id, as the query orders its rows.
+    restarts.sort((a, b) => at(a) - at(b) || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
+    noteServices([...new Set(restarts.map((r) => r.service).filter(Boolean))]);
+    if (restarts.length === 0) {
+      const forService = scope.service ? ` for service ${JSON.stringify(scope.service)}` : '';
+      const paths = await checkPaths(common, `in the store${forService}`);
+      return cannot(
+        `no restart found${forService}: no server boot follows an earlier boot, and ` +
+          (paths?.verdict === 'none_match'
+            ? 'the proxy log was not read: CONTINUITY_MCP_PATHS matches none of its lines (see the notes)'
+            : 'the proxy log shows no restart (no events for any deploy)'),
+      );
+    }
+    const serverRows = restarts.filter((r) => r.source === 'server');
+    let row: RestartRow | undefined;
+    if (requested === 'latest') row = serverRows.at(-1) ?? restarts.at(-1);
+    else row = serverRows.find((r) => r.boot_id === requested) ?? serverRows.find((r) => r.release === requested);
+    if (!row) {
+      const releases = [...new Set(serverRows.map((r) => r.release).filter(Boolean))];
+      return cannot(
+        `unknown deploy ${JSON.stringify(requested)}: no server restart has that boot_id or release` +
+          (releases.length ? ` (releases with a restart: ${releases.join(', ')})` : ' (the store has no server restarts; use --deploy latest for proxy-inferred ones)') +
+          '; a service’s first boot is not a deploy: there is no earlier boot to compare it with',
+      );
+    }
+    deployRow = row;
+    const previous = restarts.filter((r) => r.source === row.source && r.service === row.service && at(r) < at(row)).at(-1);
+    previousAt = previous ? at(previous) : null;
   }
-  if (restarts.length === 0) {
-    const forService = scope.service ? ` for service ${JSON.stringify(scope.service)}` : '';
-    const paths = await checkPaths(common, `in the store${forService}`);
-    return cannot(
-      `no restart found${forService}: no server boot follows an earlier boot, and ` +
-        (paths?.verdict === 'none_match'
-          ? 'the proxy log was not read: CONTINUITY_MCP_PATHS matches none of its lines (see the notes)'
-          : 'the proxy log shows no restart (no events for any deploy)'),
-    );
-  }
-  const serverRows = restarts.filter((r) => r.source === 'server');
-  let row: RestartRow | undefined;
-  if (requested === 'latest') row = serverRows.at(-1) ?? restarts.at(-1);
-  else row = serverRows.find((r) => r.boot_id === requested) ?? serverRows.find((r) => r.release === requested);
-  if (!row) {
-    const releases = [...new Set(serverRows.map((r) => r.release).filter(Boolean))];
-    return cannot(
-      `unknown deploy ${JSON.stringify(requested)}: no server restart has that boot_id or release` +
-        (releases.length ? ` (releases with a restart: ${releases.join(', ')})` : ' (the store has no server restarts; use --deploy latest for proxy-inferred ones)') +
-        '; a service’s first boot is not a deploy: there is no earlier boot to compare it with',
-    );
-  }
-  const deployRow = row;
-  const previous = restarts.filter((r) => r.source === deployRow.source && r.service === deployRow.service && at(r) < at(deployRow)).at(-1);
   const deploy: DeployInfo = {
     requested,
     source: deployRow.source === 'server' ? 'server' : 'proxy',
@@ -530,7 +546,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     );
   }
   const baseUs = options.baselineS !== undefined ? Math.round(options.baselineS * 1e6) : endUs - downUs;
-  const lifeFromUs = previous ? at(previous) : EPOCH;
+  const lifeFromUs = previousAt ?? EPOCH;
   const range = (fromUs: number, toUs: number): TimeRange => ({ from: isoMicros(fromUs), to: isoMicros(toUs), seconds: (toUs - fromUs) / 1e6 });
   const W = range(downUs, endUs);
   const B = range(downUs - baseUs, downUs);
@@ -624,6 +640,47 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     next: [...extraNext, ...nextSteps(results, bounds, { W, B, L, common, win, scope })],
     notes,
   };
+}
+
+/**
+ * A server deploy found among the server restarts alone ({@link listServerRestarts}),
+ * chosen as among the `restarts` rows: `latest` is the most recent, otherwise the
+ * first whose boot_id, else whose release, is `requested`. Its row is then read from
+ * `restarts` over [the boot before it − 1 s, the later of the deploy window's end and
+ * the boot before's end + 1 s) (from the start of the store when the boot before was
+ * the service's first). The row's server columns are the whole store's: the boot
+ * before's boot, shutdown, last 2xx and last event all lie in that range. Its proxy
+ * evidence (the proxy restarts that bracket the boot) is inferred from the proxy lines
+ * of that range: the life of the boot that ended and the deploy window, which the
+ * gates read too.
+ * @returns the row, the time of the service's restart before it (µs; null: none, so
+ *   the life range starts at the epoch), and the services with a restart (the server
+ *   restarts, and the proxy restarts of that range); null when no server restart
+ *   matches `requested` (the caller reads `restarts` over the whole store).
+ * @throws ContinuityError from the store.
+ */
+async function resolveServerDeploy(
+  store: Store,
+  requested: string,
+  common: Record<string, string | number>,
+  afterS: number,
+): Promise<{ row: RestartRow; previousAt: number | null; services: string[] } | null> {
+  const list = (await listServerRestarts(store, common)).map((b) => ({ ...b, us: storeTimeToMicros(b.up_at) }));
+  list.sort((a, b) => a.us - b.us || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
+  const pick = requested === 'latest' ? list.at(-1) : (list.find((b) => b.boot_id === requested) ?? list.find((b) => b.release === requested));
+  if (!pick) return null;
+  const previous = list.filter((b) => b.service === pick.service && b.us < pick.us).at(-1);
+  const previousAt = previous ? previous.us : null;
+  const params = {
+    ...common,
+    ...(previousAt === null ? {} : { t_from: isoMicros(previousAt - 1_000_000) }),
+    // past the deploy window, and past the boot before's end (overlapping instances)
+    t_to: isoMicros(Math.max(pick.us + Math.round(afterS * 1e6), storeTimeToMicros(pick.down_from)) + 1_000_000),
+  };
+  const rows = await runQuery<RestartRow>(store, 'restarts', params);
+  const row = rows.find((r) => r.source === 'server' && r.service === pick.service && r.boot_id === pick.boot_id);
+  if (!row) return null;
+  return { row, previousAt, services: [...new Set([...list.map((b) => b.service), ...rows.map((r) => r.service)].filter(Boolean))] };
 }
 
 /** One named query's rows and how it was called. */
