@@ -401,7 +401,9 @@ const EPOCH = 0;
 /**
  * Builds the canary report for one deploy.
  *
- * Resolving `deploy` (from the `restarts` query over everything in scope):
+ * Resolving `deploy` (among the server restarts in scope, then its `restarts` row over
+ * the life of the boot that ended: resolveServerDeploy; else from `restarts` over
+ * everything in scope):
  * `latest` is the most recent server restart (a boot after an earlier boot of the
  * same service), else the most recent proxy-inferred restart; otherwise a boot_id
  * of a server restart, else the first server restart whose release equals it.
