@@ -446,8 +446,7 @@ export interface McpPathsCheck {
  * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
  */
 export async function checkMcpPaths(store: Store, params: Record<string, unknown>, where = 'in this range'): Promise<McpPathsCheck | null> {
-  const given = Object.fromEntries(Object.keys(commonTypes).filter((k) => params[k] !== undefined).map((k) => [k, params[k]]));
-  const bound = parseParams('mcp_paths check', CommonParams, commonTypes, given);
+  const bound = bindCommonParams('mcp_paths check', params);
   const configured = bound.mcp_paths as string[];
   if (configured.length === 0) return null;
   mcpPathsSql ??= readSql('checks/mcp_paths');
@@ -462,6 +461,16 @@ export async function checkMcpPaths(store: Store, params: Record<string, unknown
   return { ...check, warning: mcpPathsWarning(check, where) };
 }
 let mcpPathsSql: string | undefined;
+
+/**
+ * `params`' common parameters (CommonParams) bound for a check query; other keys are
+ * ignored, so a report's parameters can be passed as they are.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM naming `label` for a bad common parameter.
+ */
+function bindCommonParams(label: string, params: Record<string, unknown>): Record<string, unknown> {
+  const given = Object.fromEntries(Object.keys(commonTypes).filter((k) => params[k] !== undefined).map((k) => [k, params[k]]));
+  return parseParams(label, CommonParams, commonTypes, given);
+}
 
 /** One server restart, as the `restarts` query's server rows name it (times are store DateTime64 text, UTC). */
 export interface ServerRestart {
@@ -490,8 +499,7 @@ export interface ServerRestart {
  * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
  */
 export async function listServerRestarts(store: Store, params: Record<string, unknown>): Promise<ServerRestart[]> {
-  const given = Object.fromEntries(Object.keys(commonTypes).filter((k) => params[k] !== undefined).map((k) => [k, params[k]]));
-  const bound = parseParams('server_restarts check', CommonParams, commonTypes, given);
+  const bound = bindCommonParams('server_restarts check', params);
   serverRestartsSql ??= withFragments(readSql('checks/server_restarts'));
   return store.query<ServerRestart>(serverRestartsSql, bound);
 }
