@@ -505,6 +505,44 @@ export async function listServerRestarts(store: Store, params: Record<string, un
 }
 let serverRestartsSql: string | undefined;
 
+/** The restart a {@link countSessionsAcross} count is taken across: store DateTime64 text (UTC) or ISO-8601, as `restarts.down_from` and `up_at`. */
+export interface RestartSpan {
+  /** The last moment the old instance served (`restarts.down_from`). */
+  readonly from: string;
+  /** The first moment the new one served (`restarts.up_at`); the span's `from` when it never came back. */
+  readonly to: string;
+}
+
+/**
+ * How many sessions kept working across one restart: sessions (keyed ids, proxy and
+ * server evidence together) whose first 2xx in `params`' range is before `span.from`
+ * and whose last 2xx in it is after `span.to`, both strict: session_continuity's
+ * `survived_1` test (queries/sql/session_continuity.sql) applied to this one
+ * restart only, and read from the same hourly rollups and rows
+ * (queries/sql/checks/sessions_across.sql), about a tenth of that query's time.
+ * The canary report counts its deploy's survivors with it, scoped to the deploy's
+ * service: `survived_1` over the boot's life counted sessions that survived any
+ * restart in it, another service's too.
+ *
+ * @param params the common parameters (CommonParams), raw or bound; other keys are ignored.
+ * @param span the restart (its times must parse as CommonParams' times do).
+ * @returns the number of sessions.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter or span time, or a store error.
+ */
+export async function countSessionsAcross(store: Store, params: Record<string, unknown>, span: RestartSpan): Promise<number> {
+  const bound = bindCommonParams('sessions_across check', params);
+  const spanTimes = z.object({ span_from: Time, span_to: Time }).safeParse({ span_from: span.from, span_to: span.to });
+  if (!spanTimes.success) {
+    const issues = spanTimes.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `sessions_across check: ${issues.join('; ')}`, { details: { issues } });
+  }
+  sessionsAcrossSql ??= withFragments(readSql('checks/sessions_across'));
+  bound.endpoint_paths = await resolveEndpointPaths(store, bound);
+  const [row] = await store.query<{ sessions: number | string }>(sessionsAcrossSql, { ...bound, ...spanTimes.data });
+  return Number(row?.sessions ?? 0);
+}
+let sessionsAcrossSql: string | undefined;
+
 function mcpPathsWarning(c: Omit<McpPathsCheck, 'warning'>, where: string): string | null {
   const more = c.endpoint_count > c.endpoints.length ? ` (and ${c.endpoint_count - c.endpoints.length} more path(s) with MCP session headers)` : '';
   if (c.verdict === 'none_match') {

@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { runQuery } from '../queries/index.ts';
+import { countSessionsAcross, runQuery, type RestartSpan } from '../queries/index.ts';
 import { authDeploy, failingDeploy, failingThirdBoot, firstBootDeploy, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy, staleBeforeDeploy } from '../test/fixtures/canary-scenarios.ts';
-import { insertEvents, proxyEvents, repeat } from '../test/fixtures/proxy-scenario.ts';
+import { insertEvents, proxyEvents, repeat, T0_MICROS } from '../test/fixtures/proxy-scenario.ts';
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
 import { clopperPearsonLower } from './bounds.ts';
@@ -495,5 +495,59 @@ describe('a deploy after an earlier one had already broken a session (proxy evid
     const lost = gate(r, 'sessions_lost_tools');
     expect(lost).toMatchObject({ value: 0, verdict: 'pass' });
     expect(lost.numbers).toMatchObject({ unrecovered_stale: 0, not_counted_refused_before: 1, recovered: 1 });
+  });
+});
+
+describe('the sessions that kept working across the deploy (the sessions_across check)', () => {
+  const SERVICES = ['pass', 'fail', 'third', 'first', 'auth', 'proxyonly', 'stalebefore', 'overlap'] as const;
+  const spanOf = (r: CanaryReport): RestartSpan => ({ from: r.deploy!.down_from, to: r.deploy!.up_at ?? r.deploy!.down_from });
+
+  it("is session_continuity's survived_1 over the boot's life, where that range holds this one restart", async () => {
+    const seen: Array<[string, number]> = [];
+    for (const service of SERVICES) {
+      const r = await canary(service);
+      const q = r.bounds[0]!.queries.find((x) => x.name === 'check:sessions_across')!;
+      expect(q.params, service).toMatchObject({ service, span_from: r.deploy!.down_from });
+      const { span_from: _from, span_to: _to, ...common } = q.params;
+      const rows = await runQuery<{ survived_1: number }>(t.store, 'session_continuity', common);
+      const survived = rows.reduce((a, x) => a + Number(x.survived_1), 0);
+      const across = await countSessionsAcross(t.store, q.params, spanOf(r));
+      expect(across, service).toBe(survived);
+      seen.push([service, across]);
+    }
+    // not all zero: the comparison has sessions in it
+    expect(seen.filter(([, n]) => n > 0).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('counts the deploy’s service only, in a report with no --service: another service’s sessions did not survive this restart', async () => {
+    const scoped = await canary('pass');
+    const unscoped = await buildCanaryReport(t.store, { deploy: 'boot-pass-27' });
+    const q = unscoped.bounds[0]!.queries.find((x) => x.name === 'check:sessions_across')!;
+    expect(q.params.service).toBe('pass');
+    expect(await countSessionsAcross(t.store, q.params, spanOf(unscoped))).toBe(2);
+    // every service here runs at the same moments: unscoped, the same span holds more
+    expect(await countSessionsAcross(t.store, { ...q.params, service: '' }, spanOf(unscoped))).toBeGreaterThan(2);
+    expect(scoped.bounds[0]).toMatchObject({ successes: 2, trials: 2 });
+  });
+
+  it('reads the same from the hourly rollups (hours the range covers whole) as from the rows (hours it cuts)', async () => {
+    const at = (s: number) => isoMicros(T0_MICROS + Math.round(s * 1e6));
+    // T0 is on the hour and every event here is within its first 3 hours
+    const whole = { t_from: at(-3600), t_to: at(4 * 3600) };
+    const cut = { t_from: at(-1800), t_to: at(3 * 3600 - 1) };
+    for (const service of SERVICES) {
+      const span = spanOf(await canary(service));
+      for (const scope of [{ service: '' }, { service }]) {
+        const a = await countSessionsAcross(t.store, { ...whole, ...scope }, span);
+        const b = await countSessionsAcross(t.store, { ...cut, ...scope }, span);
+        expect(b, `${service} ${JSON.stringify(scope)}`).toBe(a);
+      }
+    }
+  });
+
+  it('refuses a span time it cannot read, with a coded error', async () => {
+    const err = await countSessionsAcross(t.store, {}, { from: 'yesterday', to: '2026-11-30T04:00:00Z' }).catch((e: unknown) => e);
+    expect(isContinuityError(err) && err.code).toBe('CONT_ERR_QUERY_PARAM');
+    expect(String((err as Error).message)).toMatch(/sessions_across check: span_from/);
   });
 });

@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { checkMcpPaths, listServerRestarts, runQuery, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, countSessionsAcross, listServerRestarts, runQuery, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -12,8 +12,9 @@ import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
  * The post-deploy canary report (DESIGN §4, last paragraph): gates with pass/fail
  * over one deploy's window, an exit code for pipelines, and success proportions
  * with exact one-sided Clopper–Pearson bounds. Every number is read through the
- * named queries (queries/registry.ts) with `t_from`/`t_to`/`service` bound; this
- * file holds no SQL.
+ * named queries (queries/registry.ts) with `t_from`/`t_to`/`service` bound, but the
+ * sessions that kept working across the restart, which the sessions_across check
+ * counts (countSessionsAcross); this file holds no SQL.
  *
  * Windows (all half-open, UTC, µs precision in the report, ms in query params):
  * - deploy window W = [down_from, boot + after): from the restart's `down_from`
@@ -234,7 +235,11 @@ export type CanaryVerdict = 'pass' | 'fail' | 'cannot_evaluate';
 /** A gate's result; `not_evaluated`: the evidence it needs is absent (e.g. no server events), or it is disabled. */
 export type GateVerdict = 'pass' | 'fail' | 'not_evaluated';
 
-/** A named query a gate or bound read, with the parameters it was bound to (ready for `continuity query`). */
+/**
+ * A named query a gate or bound read, with the parameters it was bound to (ready for
+ * `continuity query`); or a check the report ran itself, named `check:<name>`
+ * (queries/sql/checks/<name>.sql, not a named query), with its parameters.
+ */
 export interface QueryRead {
   readonly name: string;
   readonly params: Readonly<Record<string, string | number>>;
@@ -559,7 +564,11 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
 
   // -- evidence, all through named queries --------------------------------------
   const read = async (name: string, params: Record<string, string | number>): Promise<Read> => ({ rows: await runQuery(store, name, params), q: { name, params } });
-  const [trafficW, trafficB, settleW, settleB, settleL, proxyErrW, refusedL, contW, contL, authW, authB, mcpPaths] = await Promise.all([
+  // the sessions of the deploy's service that kept working across this restart
+  const span = { from: deploy.down_from, to: deploy.up_at ?? deploy.down_from };
+  const acrossParams = { ...p(L), ...(deploy.service ? { service: deploy.service } : {}), span_from: span.from, span_to: span.to };
+  const across = async (): Promise<Across> => ({ sessions: await countSessionsAcross(store, acrossParams, span), q: { name: 'check:sessions_across', params: acrossParams } });
+  const [trafficW, trafficB, settleW, settleB, settleL, proxyErrW, refusedL, contW, survivors, authW, authB, mcpPaths] = await Promise.all([
     read('proxy_traffic', p(W)),
     read('proxy_traffic', p(B)),
     read('settlements', p(W)),
@@ -568,7 +577,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     read('proxy_errors', p(W)),
     read('refused_misses', p(L, win)),
     read('session_continuity', p(W, win)),
-    read('session_continuity', p(L, win)),
+    across(),
     read('auth_challenges', p(W)),
     read('auth_challenges', p(B)),
     checkPaths(p(W), 'in the deploy window'),
@@ -587,7 +596,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     proxyErrW,
     refusedL,
     contW,
-    contL,
+    survivors,
     authW,
     authB,
     mcpPaths,
@@ -691,6 +700,12 @@ interface Read {
   readonly q: QueryRead;
 }
 
+/** The sessions_across check's count ({@link countSessionsAcross}) and how it was called. */
+interface Across {
+  readonly sessions: number;
+  readonly q: QueryRead;
+}
+
 /**
  * Everything the gates and bounds read, each named query run once per range:
  * W the deploy window, B the baseline, L the life range (see the file comment).
@@ -711,7 +726,8 @@ interface Evidence {
   readonly proxyErrW: Read;
   readonly refusedL: Read;
   readonly contW: Read;
-  readonly contL: Read;
+  /** Sessions of the deploy's service with a 2xx in L before the restart and one after it. */
+  readonly survivors: Across;
   readonly authW: Read;
   readonly authB: Read;
   /** The configured MCP endpoint paths against the proxy lines of W; null when none are configured. */
@@ -919,7 +935,7 @@ function measureInvalidTokenRate(e: Evidence, gates: GatesConfig): Measured {
 
 /** The two success proportions with their exact lower bounds. */
 function proportionBounds(e: Evidence, confidence: number, target: number): ProportionBound[] {
-  const { contL, contW, settleW, trafficW, proxyRequestsW, serverEvidence, deploy } = e;
+  const { survivors, contW, settleW, trafficW, proxyRequestsW, serverEvidence, deploy } = e;
   const bound = (
     id: ProportionBound['id'],
     label: string,
@@ -945,7 +961,7 @@ function proportionBounds(e: Evidence, confidence: number, target: number): Prop
       queries,
     };
   };
-  const survived = sum(contL.rows, 'survived_1');
+  const survived = survivors.sessions;
   const staleW = sum(contW.rows, 'stale');
   const recoveredW = sum(contW.rows, 'recovered');
   const hasProxy = proxyRequestsW > 0;
@@ -953,11 +969,11 @@ function proportionBounds(e: Evidence, confidence: number, target: number): Prop
     bound(
       'sessions_kept_working',
       'sessions active before the deploy that kept working after it',
-      'trials: sessions with a 2xx before the restart that were seen again after it, i.e. those with a 2xx on the same session across it (survived) plus those refused in the deploy window (stale); successes: survived plus stale sessions that recovered (re-minted or re-initialized)',
+      "trials: sessions with a 2xx before the restart that were seen again after it, i.e. those of the deploy's service with a 2xx on the same session before its down_from and after its up_at, in the boot's life (survived), plus those refused in the deploy window (stale); successes: survived plus stale sessions that recovered (re-minted or re-initialized)",
       serverEvidence && hasProxy ? 'server+proxy' : serverEvidence ? 'server' : 'proxy',
       survived + recoveredW,
       survived + staleW,
-      [contL.q, contW.q],
+      [survivors.q, contW.q],
     ),
     serverEvidence
       ? bound(
