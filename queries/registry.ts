@@ -543,6 +543,34 @@ export async function countSessionsAcross(store: Store, params: Record<string, u
 }
 let sessionsAcrossSql: string | undefined;
 
+/** Challenges of one class and status ({@link countChallenges}). */
+export interface ChallengeCount {
+  /** RFC 6750 §3.1 class (invalid_token, insufficient_scope, …), as `auth_challenges.challenge_class`. */
+  readonly challenge_class: string;
+  readonly http_status: number;
+  readonly challenges: number;
+}
+
+/**
+ * The 401/403 challenges in `params`' range and scope by class and status, counted
+ * as the `auth_challenges` query counts them (fragment `auth_challenge_rows`: proxy
+ * and server evidence together, a request both recorded counted once), so the sum of
+ * that query's `challenges` over a class is this count; without its verdicts, which
+ * need every 2xx around the challenges and cost most of its time. The canary report
+ * reads its baseline's invalid_token count from it.
+ *
+ * One query (queries/sql/checks/challenge_counts.sql); other keys of `params` are ignored.
+ * @returns one row per class and status, by class then status.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
+ */
+export async function countChallenges(store: Store, params: Record<string, unknown>): Promise<ChallengeCount[]> {
+  const bound = bindCommonParams('challenge_counts check', params);
+  challengeCountsSql ??= withFragments(readSql('checks/challenge_counts'));
+  const rows = await store.query<{ challenge_class: string; http_status: number | string; challenges: number | string }>(challengeCountsSql, bound);
+  return rows.map((r) => ({ challenge_class: r.challenge_class, http_status: Number(r.http_status), challenges: Number(r.challenges) }));
+}
+let challengeCountsSql: string | undefined;
+
 function mcpPathsWarning(c: Omit<McpPathsCheck, 'warning'>, where: string): string | null {
   const more = c.endpoint_count > c.endpoints.length ? ` (and ${c.endpoint_count - c.endpoints.length} more path(s) with MCP session headers)` : '';
   if (c.verdict === 'none_match') {

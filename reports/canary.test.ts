@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { countSessionsAcross, runQuery, type RestartSpan } from '../queries/index.ts';
+import { countChallenges, countSessionsAcross, runQuery, type RestartSpan } from '../queries/index.ts';
 import { authDeploy, failingDeploy, failingThirdBoot, firstBootDeploy, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy, staleBeforeDeploy } from '../test/fixtures/canary-scenarios.ts';
 import { insertEvents, proxyEvents, repeat, T0_MICROS } from '../test/fixtures/proxy-scenario.ts';
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
@@ -352,6 +352,30 @@ describe('the invalid_token rate against the baseline', () => {
     expect(g.numbers.limit).toBeCloseTo(2 / 42, 12);
     expect(g.rows).toEqual([expect.objectContaining({ user_agent: HOSTILE_UA, challenge_class: 'invalid_token', challenges: 5 })]);
     expect(r).toMatchObject({ verdict: 'fail', exit_code: 1 });
+  });
+
+  it('counts the baseline’s challenges as auth_challenges does, by class and status (the challenge_counts check)', async () => {
+    const r = await canary('auth');
+    const byClass = (rows: Array<Record<string, unknown>>) => {
+      const out = new Map<string, number>();
+      for (const x of rows) out.set(`${x.challenge_class} ${x.http_status}`, (out.get(`${x.challenge_class} ${x.http_status}`) ?? 0) + Number(x.challenges));
+      return [...out].sort();
+    };
+    const ranges = [{}, { t_from: r.baseline!.from, t_to: r.baseline!.to }, { t_from: r.window!.from, t_to: r.window!.to }];
+    let seen = 0;
+    for (const range of ranges) {
+      for (const service of ['', 'auth', 'proxyonly', 'fail']) {
+        const params = { ...range, service };
+        const counts = await countChallenges(t.store, params);
+        expect(byClass(counts.map((c) => ({ ...c }))), JSON.stringify(params)).toEqual(byClass(await runQuery(t.store, 'auth_challenges', params)));
+        seen += counts.length;
+      }
+    }
+    expect(seen).toBeGreaterThan(0);
+    // the gate's baseline count is the check's, and names auth_challenges over the baseline
+    const g = gate(r, 'invalid_token_rate');
+    const baselineQuery = g.queries[1]!;
+    expect(baselineQuery).toEqual({ name: 'auth_challenges', params: expect.objectContaining({ t_from: r.baseline!.from, t_to: r.baseline!.to, service: 'auth' }) });
   });
 });
 

@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { checkMcpPaths, countSessionsAcross, listServerRestarts, runQuery, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, countChallenges, countSessionsAcross, listServerRestarts, runQuery, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -579,7 +579,8 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     read('session_continuity', p(W, win)),
     across(),
     read('auth_challenges', p(W)),
-    read('auth_challenges', p(B)),
+    // the baseline's challenges are only counted: the check counts them as auth_challenges does, without the verdicts
+    countChallenges(store, p(B)).then((rows): Read => ({ rows: rows.map((r) => ({ ...r })), q: { name: 'auth_challenges', params: p(B) } })),
     checkPaths(p(W), 'in the deploy window'),
   ]);
   const e: Evidence = {
@@ -729,6 +730,10 @@ interface Evidence {
   /** Sessions of the deploy's service with a 2xx in L before the restart and one after it. */
   readonly survivors: Across;
   readonly authW: Read;
+  /**
+   * The baseline's challenges by class and status (countChallenges: the same counts as
+   * `auth_challenges` over B, which `q` names, without the verdicts).
+   */
   readonly authB: Read;
   /** The configured MCP endpoint paths against the proxy lines of W; null when none are configured. */
   readonly mcpPaths: McpPathsCheck | null;

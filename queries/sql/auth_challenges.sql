@@ -15,60 +15,10 @@
 -- server_requests (schema/migrations/0006-0007). Challenges are counted, so
 -- copies of a challenge event are dropped by event_id; the 2xx around them are
 -- existence tests, which a copy does not change.
--- requires: proxy_lines
+-- requires: proxy_lines, auth_challenge_rows
 WITH
-proxy_challenges AS
-(
-    -- joined to its own access line (same µs timestamp and user agent) for the
-    -- client and session; challenges count on any path, not only the endpoint
-    -- (a client that never gets past the challenge never reveals the endpoint).
-    SELECT c.ts AS ts, toUnixTimestamp64Micro(c.ts) / 1e6 AS t, c.user_agent AS user_agent, c.challenge_class AS challenge_class,
-           c.http_status AS http_status, toUInt8(0) AS is_server, p.clienth AS clienth, p.skh AS skh
-    FROM
-    (
-        SELECT event_id, ts, user_agent, challenge_class, http_status
-        FROM events
-        WHERE event_type = 'auth_challenge' AND source = 'proxy'
-          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-          AND ({service:String} = '' OR service = {service:String})
-          AND ({environment:String} = '' OR environment = {environment:String})
-        LIMIT 1 BY event_id
-    ) AS c
-    INNER JOIN
-    (
-        SELECT DISTINCT ts, user_agent, clienth, skh
-        FROM proxy_signals
-        WHERE http_status IN (401, 403)
-          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-    ) AS p ON p.ts = c.ts AND p.user_agent = c.user_agent
-),
-server_challenges AS
-(
-    -- server-recorded challenges: the client is its user agent and principal
-    SELECT ts, toUnixTimestamp64Micro(ts) / 1e6 AS t, user_agent, challenge_class, http_status,
-           toUInt8(1) AS is_server, reinterpretAsUInt128(sipHash128(concat(user_agent, ' ', principal_key))) AS clienth,
-           if(session_key = '', toUInt128(0), reinterpretAsUInt128(sipHash128(session_key))) AS skh
-    FROM events
-    WHERE event_type = 'auth_challenge' AND source = 'server'
-      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-    LIMIT 1 BY event_id
-),
--- where a server recorded the challenge, the proxy's line for the same request
--- (same user agent within 2 s) is not counted again
-server_times AS (SELECT user_agent, t, toUInt8(1) AS hit FROM server_challenges),
-challenge_union AS
-(
-    SELECT * FROM server_challenges
-    UNION ALL
-    -- the first server challenge of the same user agent at or after p.t - 2 s
-    SELECT p.* FROM proxy_challenges AS p
-    ASOF LEFT JOIN server_times AS st ON st.user_agent = p.user_agent AND st.t >= p.t - 2
-    WHERE NOT (st.hit = 1 AND st.t <= p.t + 2)
-),
 -- the challenges, read once (several parts below use them)
-(SELECT groupArray((ts, t, user_agent, challenge_class, http_status, is_server, clienth, skh)) FROM challenge_union) AS challenge_rows,
+(SELECT groupArray((ts, t, user_agent, challenge_class, http_status, is_server, clienth, skh)) FROM auth_challenge_rows) AS challenge_rows,
 challenges AS
 (
     SELECT x.1 AS ts, x.2 AS t, x.3 AS user_agent, x.4 AS challenge_class, x.5 AS http_status, x.6 AS is_server, x.7 AS clienth, x.8 AS skh

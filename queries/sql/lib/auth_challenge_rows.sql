@@ -1,0 +1,62 @@
+-- auth_challenge_rows: the 401/403 challenges (RFC 6750 §3.1 classes), one row each,
+-- from proxy and server evidence together (DESIGN §4): the proxy's challenge
+-- events joined to their own access lines (proxy_signals, schema/migrations/0012)
+-- for the client and session, the server's with the client as user agent and
+-- principal; where a server recorded the challenge, the proxy's line for the same
+-- request (same user agent within 2 s) is not counted again. Copies of a
+-- challenge event are dropped by event_id. Columns: ts, t (seconds, Float64),
+-- user_agent, challenge_class, http_status, is_server (UInt8), clienth and skh
+-- (hashed client and session keys; skh 0: no session).
+-- Read by auth_challenges and the challenge_counts check (the canary's baseline).
+WITH
+proxy_challenges AS
+(
+    -- joined to its own access line (same µs timestamp and user agent) for the
+    -- client and session; challenges count on any path, not only the endpoint
+    -- (a client that never gets past the challenge never reveals the endpoint).
+    SELECT c.ts AS ts, toUnixTimestamp64Micro(c.ts) / 1e6 AS t, c.user_agent AS user_agent, c.challenge_class AS challenge_class,
+           c.http_status AS http_status, toUInt8(0) AS is_server, p.clienth AS clienth, p.skh AS skh
+    FROM
+    (
+        SELECT event_id, ts, user_agent, challenge_class, http_status
+        FROM events
+        WHERE event_type = 'auth_challenge' AND source = 'proxy'
+          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+        LIMIT 1 BY event_id
+    ) AS c
+    INNER JOIN
+    (
+        SELECT DISTINCT ts, user_agent, clienth, skh
+        FROM proxy_signals
+        WHERE http_status IN (401, 403)
+          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+    ) AS p ON p.ts = c.ts AND p.user_agent = c.user_agent
+),
+server_challenges AS
+(
+    -- server-recorded challenges: the client is its user agent and principal
+    SELECT ts, toUnixTimestamp64Micro(ts) / 1e6 AS t, user_agent, challenge_class, http_status,
+           toUInt8(1) AS is_server, reinterpretAsUInt128(sipHash128(concat(user_agent, ' ', principal_key))) AS clienth,
+           if(session_key = '', toUInt128(0), reinterpretAsUInt128(sipHash128(session_key))) AS skh
+    FROM events
+    WHERE event_type = 'auth_challenge' AND source = 'server'
+      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+    LIMIT 1 BY event_id
+),
+-- where a server recorded the challenge, the proxy's line for the same request
+-- (same user agent within 2 s) is not counted again
+server_times AS (SELECT user_agent, t, toUInt8(1) AS hit FROM server_challenges)
+SELECT *
+FROM
+(
+    SELECT * FROM server_challenges
+    UNION ALL
+    -- the first server challenge of the same user agent at or after p.t - 2 s
+    SELECT p.* FROM proxy_challenges AS p
+    ASOF LEFT JOIN server_times AS st ON st.user_agent = p.user_agent AND st.t >= p.t - 2
+    WHERE NOT (st.hit = 1 AND st.t <= p.t + 2)
+)
