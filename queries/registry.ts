@@ -388,13 +388,25 @@ export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.fre
  * @returns the paths, in no particular order; empty when the range holds no MCP traffic.
  * @throws a store error.
  */
-export async function resolveEndpointPaths(store: Store, bound: Record<string, unknown>): Promise<string[]> {
+export async function resolveEndpointPaths(store: Store, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<string[]> {
   const common = Object.fromEntries(Object.keys(commonTypes).map((k) => [k, bound[k]]));
+  const key = JSON.stringify(common);
+  const known = memo?.get(key);
+  if (known) return known;
   endpointSql ??= withFragments('-- requires: proxy_endpoints\nSELECT groupUniqArray(url_path) AS paths FROM proxy_endpoints');
-  const [row] = await store.query<{ paths: string[] }>(endpointSql, common);
-  return row?.paths ?? [];
+  const paths = store.query<{ paths: string[] }>(endpointSql, common).then(([row]) => row?.paths ?? []);
+  memo?.set(key, paths);
+  return paths;
 }
 let endpointSql: string | undefined;
+
+/**
+ * Endpoint paths already resolved, by common parameters ({@link resolveEndpointPaths}):
+ * a caller that runs several queries over the same range and scope (a report) passes
+ * one to {@link runQuery} so the paths are resolved once. Valid while the store's
+ * proxy lines do not change: a report's lifetime, not a server's.
+ */
+export type EndpointPathsMemo = Map<string, Promise<string[]>>;
 
 /**
  * What {@link checkMcpPaths} found: do the configured MCP endpoint paths match the
@@ -600,12 +612,14 @@ function sayPaths(paths: readonly string[]): string {
 
 /**
  * Runs a named query with bound parameters.
+ * @param endpointPaths endpoint paths resolved by earlier queries of the same caller
+ *   (see {@link EndpointPathsMemo}); without it they are resolved for this query.
  * @returns rows shaped as the query's `columns` declare.
  * @throws ContinuityError CONT_ERR_QUERY_UNKNOWN, CONT_ERR_QUERY_PARAM, or a store error.
  */
-export async function runQuery<T = Record<string, unknown>>(store: Store, name: string, params: Record<string, unknown> = {}): Promise<T[]> {
+export async function runQuery<T = Record<string, unknown>>(store: Store, name: string, params: Record<string, unknown> = {}, endpointPaths?: EndpointPathsMemo): Promise<T[]> {
   const bound = bindParams(name, params);
   const sql = querySql(name);
-  if (sql.includes('{endpoint_paths:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound);
+  if (sql.includes('{endpoint_paths:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, endpointPaths);
   return store.query<T>(sql, bound);
 }

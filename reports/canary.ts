@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { checkMcpPaths, countChallenges, countSessionsAcross, listServerRestarts, runQuery, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, countChallenges, countSessionsAcross, listServerRestarts, runQuery, type EndpointPathsMemo, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -563,7 +563,8 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   const win = { window_s: windowS };
 
   // -- evidence, all through named queries --------------------------------------
-  const read = async (name: string, params: Record<string, string | number>): Promise<Read> => ({ rows: await runQuery(store, name, params), q: { name, params } });
+  const paths: EndpointPathsMemo = new Map(); // W, B and L: each range's endpoint resolved once
+  const read = async (name: string, params: Record<string, string | number>): Promise<Read> => ({ rows: await runQuery(store, name, params, paths), q: { name, params } });
   // the sessions of the deploy's service that kept working across this restart
   const span = { from: deploy.down_from, to: deploy.up_at ?? deploy.down_from };
   const acrossParams = { ...p(L), ...(deploy.service ? { service: deploy.service } : {}), span_from: span.from, span_to: span.to };
