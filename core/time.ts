@@ -23,6 +23,8 @@ export function parseTimeMicros(v: number | string): number | undefined {
   let offsetMin = 0;
   if (zone && zone.toUpperCase() !== 'Z') {
     const z = /^([+-])(\d{2}):?(\d{2})$/.exec(zone)!;
+    // RFC 3339 §5.6: time-numoffset hours 00-23, minutes 00-59
+    if (Number(z[2]) > 23 || Number(z[3]) > 59) return undefined;
     offsetMin = (z[1] === '-' ? -1 : 1) * (Number(z[2]) * 60 + Number(z[3]));
   }
   const micros = Number(frac.padEnd(6, '0').slice(0, 6));

@@ -517,40 +517,52 @@ export async function listServerRestarts(store: Store, params: Record<string, un
 }
 let serverRestartsSql: string | undefined;
 
-/** The restart a {@link countSessionsAcross} count is taken across: store DateTime64 text (UTC) or ISO-8601, as `restarts.down_from` and `up_at`. */
+/** The restart a {@link countSessionsAcross} count is taken across, as a `restarts` row names it. */
 export interface RestartSpan {
-  /** The last moment the old instance served (`restarts.down_from`). */
+  /** The last moment the old instance served (`restarts.down_from`): store DateTime64 text (UTC) or ISO-8601. */
   readonly from: string;
-  /** The first moment the new one served (`restarts.up_at`); the span's `from` when it never came back. */
+  /** The first moment the new one served (`restarts.up_at`; `from` when it never came back). */
   readonly to: string;
+  /** The restarted service (`restarts.service`; '' for an unlabelled proxy log). */
+  readonly service: string;
+  /** `server`: a boot that follows an earlier one; `proxy`: inferred from the proxy log (`restarts.source`). */
+  readonly source: 'server' | 'proxy';
 }
 
 /**
- * How many sessions kept working across one restart: sessions (keyed ids, proxy and
- * server evidence together) whose first 2xx in `params`' range is before `span.from`
- * and whose last 2xx in it is after `span.to`, both strict: session_continuity's
- * `survived_1` test (queries/sql/session_continuity.sql) applied to this one
- * restart only, and read from the same hourly rollups and rows
- * (queries/sql/checks/sessions_across.sql), about a tenth of that query's time.
- * The canary report counts its deploy's survivors with it, scoped to the deploy's
- * service: `survived_1` over the boot's life counted sessions that survived any
- * restart in it, another service's too.
+ * How many sessions kept working across one restart: keyed sessions of the
+ * restarted service whose first 2xx in `params`' range is before the restart and
+ * whose last 2xx in it is after it, both strict; the restart runs from the earlier
+ * to the later of `span.from` and `span.to`, so where old and new instances
+ * overlapped a session counts only if served before the new boot and after the old
+ * instance's end. A server restart's sessions are seen by the server (settlements
+ * with outcome ok) and by the proxy in lines labelled with its service or
+ * unlabelled (the `restarts` query's rule for a proxy restart bracketing a boot); a
+ * proxy-inferred restart's, in the proxy lines with its label only. This is
+ * session_continuity's `survived_1` test (queries/sql/session_continuity.sql)
+ * applied to this one restart and service, read from the server's hourly rollup
+ * and the rows (queries/sql/checks/sessions_across.sql), in about a tenth of that
+ * query's time. The canary report counts its deploy's survivors with it:
+ * `survived_1` over the boot's life counted sessions that survived any restart in
+ * it, another service's too.
  *
  * @param params the common parameters (CommonParams), raw or bound; other keys are ignored.
- * @param span the restart (its times must parse as CommonParams' times do).
+ * @param span the restart; its times parse as CommonParams' times do.
  * @returns the number of sessions.
- * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter or span time, or a store error.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter or span, or a store error.
  */
 export async function countSessionsAcross(store: Store, params: Record<string, unknown>, span: RestartSpan): Promise<number> {
   const bound = bindCommonParams('sessions_across check', params);
-  const spanTimes = z.object({ span_from: Time, span_to: Time }).safeParse({ span_from: span.from, span_to: span.to });
-  if (!spanTimes.success) {
-    const issues = spanTimes.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
+  const parsed = z
+    .object({ span_from: Time, span_to: Time, span_service: z.string().max(256), span_source: z.enum(['server', 'proxy']) })
+    .safeParse({ span_from: span.from, span_to: span.to, span_service: span.service, span_source: span.source });
+  if (!parsed.success) {
+    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
     throw new ContinuityError('CONT_ERR_QUERY_PARAM', `sessions_across check: ${issues.join('; ')}`, { details: { issues } });
   }
   sessionsAcrossSql ??= withFragments(readSql('checks/sessions_across'));
   bound.endpoint_paths = await resolveEndpointPaths(store, bound);
-  const [row] = await store.query<{ sessions: number | string }>(sessionsAcrossSql, { ...bound, ...spanTimes.data });
+  const [row] = await store.query<{ sessions: number | string }>(sessionsAcrossSql, { ...bound, ...parsed.data });
   return Number(row?.sessions ?? 0);
 }
 let sessionsAcrossSql: string | undefined;

