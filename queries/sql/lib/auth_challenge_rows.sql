@@ -9,6 +9,17 @@
 -- (hashed client and session keys; skh 0: no session).
 -- Read by auth_challenges and the challenge_counts check (the canary's baseline).
 WITH
+-- the challenge events of both sources, each once
+challenge_events AS
+(
+    SELECT event_id, ts, source, user_agent, principal_key, session_key, challenge_class, http_status
+    FROM events
+    WHERE event_type = 'auth_challenge' AND source IN ('proxy', 'server')
+      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+    LIMIT 1 BY event_id
+),
 proxy_challenges AS
 (
     -- joined to its own access line for the client and session: the line of the
@@ -25,16 +36,8 @@ proxy_challenges AS
     (
         SELECT ts, user_agent, principal_key, session_key, challenge_class, http_status,
                row_number() OVER (PARTITION BY ts, user_agent, principal_key, session_key, http_status ORDER BY event_id) AS k
-        FROM
-        (
-            SELECT event_id, ts, user_agent, principal_key, session_key, challenge_class, http_status
-            FROM events
-            WHERE event_type = 'auth_challenge' AND source = 'proxy'
-              AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-              AND ({service:String} = '' OR service = {service:String})
-              AND ({environment:String} = '' OR environment = {environment:String})
-            LIMIT 1 BY event_id
-        )
+        FROM challenge_events
+        WHERE source = 'proxy'
     ) AS c
     INNER JOIN
     (
@@ -60,12 +63,8 @@ server_challenges AS
     SELECT ts, toUnixTimestamp64Micro(ts) / 1e6 AS t, user_agent, challenge_class, http_status,
            toUInt8(1) AS is_server, reinterpretAsUInt128(sipHash128(concat(user_agent, ' ', principal_key))) AS clienth,
            if(session_key = '', toUInt128(0), reinterpretAsUInt128(sipHash128(session_key))) AS skh
-    FROM events
-    WHERE event_type = 'auth_challenge' AND source = 'server'
-      AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-      AND ({service:String} = '' OR service = {service:String})
-      AND ({environment:String} = '' OR environment = {environment:String})
-    LIMIT 1 BY event_id
+    FROM challenge_events
+    WHERE source = 'server'
 ),
 -- where a server recorded the challenge, the proxy's line for the same request
 -- (same user agent within 2 s) is not counted again
