@@ -385,6 +385,8 @@ export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.fre
  * every path on which a request carried Mcp-Session-Id or Mcp-Protocol-Version or
  * a response minted a session, unless `mcp_paths` names them; never a discovery
  * probe). `bound` must hold the common parameters, as {@link bindParams} returns them.
+ * @param memo paths already resolved for these common parameters are taken from it,
+ *   and new ones are put in it (see {@link EndpointPathsMemo}).
  * @returns the paths, in no particular order; empty when the range holds no MCP traffic.
  * @throws a store error.
  */

@@ -12,9 +12,10 @@ import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
  * The post-deploy canary report (DESIGN §4, last paragraph): gates with pass/fail
  * over one deploy's window, an exit code for pipelines, and success proportions
  * with exact one-sided Clopper–Pearson bounds. Every number is read through the
- * named queries (queries/registry.ts) with `t_from`/`t_to`/`service` bound, but the
- * sessions that kept working across the restart, which the sessions_across check
- * counts (countSessionsAcross); this file holds no SQL.
+ * named queries (queries/registry.ts) with `t_from`/`t_to`/`service` bound, or
+ * through the checks there that answer one narrow question from the same fragments
+ * (listServerRestarts, countSessionsAcross, countChallenges, checkMcpPaths); this
+ * file holds no SQL.
  *
  * Windows (all half-open, UTC, µs precision in the report, ms in query params):
  * - deploy window W = [down_from, boot + after): from the restart's `down_from`
@@ -562,7 +563,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   const p = (r: TimeRange, extra: Record<string, string | number> = {}): Record<string, string | number> => rangeParams(r, common, extra);
   const win = { window_s: windowS };
 
-  // -- evidence, all through named queries --------------------------------------
+  // -- evidence, through named queries and checks --------------------------------
   const paths: EndpointPathsMemo = new Map(); // W, B and L: each range's endpoint resolved once
   const read = async (name: string, params: Record<string, string | number>): Promise<Read> => ({ rows: await runQuery(store, name, params, paths), q: { name, params } });
   // the sessions of the deploy's service that kept working across this restart
@@ -975,7 +976,7 @@ function proportionBounds(e: Evidence, confidence: number, target: number): Prop
     bound(
       'sessions_kept_working',
       'sessions active before the deploy that kept working after it',
-      "trials: sessions with a 2xx before the restart that were seen again after it, i.e. those of the deploy's service with a 2xx on the same session before its down_from and after its up_at, in the boot's life (survived), plus those refused in the deploy window (stale); successes: survived plus stale sessions that recovered (re-minted or re-initialized)",
+      "trials: sessions with a 2xx before the restart that were seen again after it, i.e. those of the deploy's service with a 2xx on the same session before the earlier and after the later of its down_from and up_at, in the boot's life (survived), plus those refused in the deploy window (stale); successes: survived plus stale sessions that recovered (re-minted or re-initialized)",
       serverEvidence && hasProxy ? 'server+proxy' : serverEvidence ? 'server' : 'proxy',
       survived + recoveredW,
       survived + staleW,
