@@ -1,4 +1,4 @@
-import { pct, type CanaryReport, type GateResult, type ProportionBound } from './canary.ts';
+import { pct, type CanaryReport, type GateResult, type ProportionBound, type QueryRead } from './canary.ts';
 
 /** Output formats of the canary report. */
 export type CanaryFormat = 'md' | 'json' | 'html';
@@ -59,6 +59,21 @@ function boundCells(b: ProportionBound): string[] {
   ];
 }
 
+/** A gate's number as text: rates as percentages, none (null: not evaluated) as `n/a`. */
+function numberText(key: string, v: unknown): string {
+  if (v === null || v === undefined) return 'n/a';
+  return typeof v === 'number' && isRateKey(key) ? pct(v) : cellText(v);
+}
+
+/** Which of the report's ranges a query read, for "Read from": ` (deploy window)`, ` (baseline)`, else ` (from the boot before)` (the life range). */
+function rangeLabel(r: CanaryReport, q: QueryRead): string {
+  const { t_from: from, t_to: to } = q.params;
+  if (r.window && from === r.window.from && to === r.window.to) return ' (deploy window)';
+  if (r.baseline && from === r.baseline.from && to === r.baseline.to) return ' (baseline)';
+  if (r.window && to === r.window.to) return ' (life of the boot that ended)';
+  return '';
+}
+
 function cellText(v: unknown): string {
   if (v === null || v === undefined) return '';
   if (typeof v === 'object') return JSON.stringify(v);
@@ -101,13 +116,13 @@ export function renderCanaryMarkdown(r: CanaryReport): string {
       out.push(`### ${g.index}. ${escapeMarkdown(g.title)} — ${GATE_TEXT[g.verdict]}`, '');
       out.push(`Threshold: ${escapeMarkdown(g.threshold)}. Value: ${escapeMarkdown(valueText(g))}.`, '');
       out.push(`Evidence: ${escapeMarkdown(g.summary)}.`, '');
-      const nums = Object.entries(g.numbers).map(([k, v]) => `${k} = ${typeof v === 'number' && isRateKey(k) ? pct(v) : cellText(v)}`);
+      const nums = Object.entries(g.numbers).map(([k, v]) => `${k} = ${numberText(k, v)}`);
       if (nums.length) out.push(escapeMarkdown(nums.join(', ')), '');
       if (g.rows.length) {
         const cols = Object.keys(g.rows[0]!);
         out.push(...mdTable(cols, g.rows.map((row) => cols.map((c) => cellText(row[c])))), '');
       }
-      out.push(`Read from: ${g.queries.map((q) => mdCode(q.name)).join(', ')}.`, '');
+      out.push(`Read from: ${g.queries.map((q) => `${mdCode(q.name)}${escapeMarkdown(rangeLabel(r, q))}`).join(', ')}.`, '');
     }
   }
   if (r.bounds.length) {
@@ -196,12 +211,12 @@ export function renderCanaryHtml(r: CanaryReport): string {
       body.push(`<p>Threshold: ${e(g.threshold)}. Value: ${e(valueText(g))}.</p>`);
       body.push(`<p>Evidence: ${e(g.summary)}.</p>`);
       const nums = Object.entries(g.numbers);
-      if (nums.length) body.push(htmlTable(['number', 'value'], nums.map(([k, v]) => [k, typeof v === 'number' && isRateKey(k) ? pct(v) : v])));
+      if (nums.length) body.push(htmlTable(['number', 'value'], nums.map(([k, v]) => [k, numberText(k, v)])));
       if (g.rows.length) {
         const cols = Object.keys(g.rows[0]!);
         body.push(htmlTable(cols, g.rows.map((row) => cols.map((c) => row[c]))));
       }
-      body.push(`<p>Read from: ${g.queries.map((q) => `<code>${e(q.name)}</code>`).join(', ')}.</p></section>`);
+      body.push(`<p>Read from: ${g.queries.map((q) => `<code>${e(q.name)}</code>${e(rangeLabel(r, q))}`).join(', ')}.</p></section>`);
     }
   }
   if (r.bounds.length) {

@@ -453,6 +453,27 @@ describe('formats', () => {
     expect([...positions].sort((a, b) => a - b)).toEqual(positions);
     expect(md).toMatch(/\| sessions active before the deploy that kept working after it \| 2 \/ 3 \| 66\.7% \| 13\.5% \| \d+ \|/);
     expect(md).toContain('`continuity query refused_misses --param t_to=');
+    // each query read is named with its range
+    expect(md).toContain('Read from: `auth_challenges` (deploy window), `auth_challenges` (baseline), `settlements` (deploy window), `settlements` (baseline).');
+    expect(md).toContain('Read from: `refused_misses` (life of the boot that ended).');
+  });
+
+  it('markdown: a number a gate could not evaluate reads n/a, not blank', async () => {
+    const md = renderCanaryMarkdown(await canary('proxyonly'));
+    expect(md).toMatch(/unsettled\\_at\\_shutdown = n\/a, arrivals = 0/);
+  });
+
+  it('a deploy that fails no gate but whose shares are below the target says so first in the next steps', async () => {
+    const lenient = parseGates('proxy_5xx_in_gap: { max: 100 }\nrefused_after_boot: { max: 100 }\nunsettled_at_shutdown: { max: 100 }\nsessions_lost_tools: { max: 100 }\n', 'lenient.yaml');
+    const r = await canary('fail', 'v2', { gates: lenient });
+    expect(r.verdict).toBe('pass');
+    expect(r.next.map((n) => n.why).slice(0, 2)).toEqual([
+      'No gate failed, but sessions active before the deploy that kept working after it: 2 of 3 (66.67%), below the 99% target. Find those that did not',
+      'No gate failed, but requests in the deploy window that succeeded: 6 of 10 (60.00%), below the 99% target. Find those that did not',
+    ]);
+    expect(r.next[1]!.command).toMatch(/^continuity query settlements /);
+    // a share at the target is not reported as low
+    expect((await canary('pass')).next.some((n) => n.why.startsWith('No gate failed, but'))).toBe(false);
   });
 
   it('html reads like the markdown: summary line as the heading, each gate with threshold and evidence, bounds, next steps', async () => {
@@ -518,6 +539,11 @@ describe('a deploy after an earlier one had already broken a session (proxy evid
     // B re-initialized; A lost its tools at restart 1, not at this deploy
     const lost = gate(r, 'sessions_lost_tools');
     expect(lost).toMatchObject({ value: 0, verdict: 'pass' });
+    expect(lost.summary).toBe(
+      '0 session(s) refused in the deploy window for the first time never recovered (no re-mint, no re-initialize); 2 refused in it in all, 1 of them recovered; 1 more already refused before the window (an earlier restart broke them), not counted',
+    );
+    // nor is A one of this deploy's trials in the sessions bound: B, refused and recovered
+    expect(r.bounds[0]).toMatchObject({ id: 'sessions_kept_working', successes: 1, trials: 1 });
     expect(lost.numbers).toMatchObject({ unrecovered_stale: 0, not_counted_refused_before: 1, recovered: 1 });
   });
 });

@@ -881,7 +881,8 @@ function measureSessionsLostTools(e: Evidence, gates: GatesConfig): Measured {
     unit: 'count',
     verdict: countVerdict(gates.sessions_lost_tools.max, value),
     summary:
-      `${value} of ${sum(stale, 'stale')} session(s) refused in the deploy window never recovered (no re-mint, no re-initialize)` +
+      `${value} session(s) refused in the deploy window for the first time never recovered (no re-mint, no re-initialize); ` +
+      `${sum(stale, 'stale')} refused in it in all, ${sum(stale, 'recovered')} of them recovered` +
       (value
         ? `: ${stale
             .filter((r) => num(r.unrecovered_new) > 0)
@@ -969,14 +970,17 @@ function proportionBounds(e: Evidence, confidence: number, target: number): Prop
     };
   };
   const survived = survivors.sessions;
-  const staleW = sum(contW.rows, 'stale');
+  // refused in W but already before it and never recovered: an earlier restart broke
+  // them, not this deploy (gate 4 leaves them out too)
+  const brokenBefore = sum(contW.rows, 'unrecovered_stale') - sum(contW.rows, 'unrecovered_new');
+  const staleW = sum(contW.rows, 'stale') - brokenBefore;
   const recoveredW = sum(contW.rows, 'recovered');
   const hasProxy = proxyRequestsW > 0;
   const bounds: ProportionBound[] = [
     bound(
       'sessions_kept_working',
       'sessions active before the deploy that kept working after it',
-      "trials: sessions with a 2xx before the restart that were seen again after it, i.e. those of the deploy's service with a 2xx on the same session before the earlier and after the later of its down_from and up_at, in the boot's life (survived), plus those refused in the deploy window (stale); successes: survived plus stale sessions that recovered (re-minted or re-initialized)",
+      "trials: sessions with a 2xx before the restart that were seen again after it, i.e. those of the deploy's service with a 2xx on the same session before the earlier and after the later of its down_from and up_at, in the boot's life (survived), plus those refused in the deploy window (stale), but those already refused before it that never recovered (an earlier restart broke them); successes: survived plus stale sessions that recovered (re-minted or re-initialized)",
       serverEvidence && hasProxy ? 'server+proxy' : serverEvidence ? 'server' : 'proxy',
       survived + recoveredW,
       survived + staleW,
@@ -1063,10 +1067,21 @@ function nextSteps(
     out.push({ why: 'Challenges by hour, user agent and class, judged benign, lost or loop (after the deploy)', command: cmd('auth_challenges', pw(c.W)) });
     out.push({ why: 'The same before the deploy, for comparison', command: cmd('auth_challenges', pw(c.B)) });
   }
-  const weak = bounds.filter((b) => b.trials > 0 && b.lower !== null && b.lower < b.target);
-  if (weak.length > 0 && failed.size === 0) {
+  // a share below the target is a finding, not thin evidence; a share at it with too
+  // few observations is thin evidence
+  const low = bounds.filter((b) => b.trials > 0 && b.estimate !== null && b.estimate < b.target);
+  const thin = bounds.filter((b) => b.trials > 0 && b.estimate !== null && b.estimate >= b.target && b.lower !== null && b.lower < b.target);
+  if (failed.size === 0) {
+    for (const b of low) {
+      out.push({
+        why: `No gate failed, but ${b.label}: ${b.successes} of ${b.trials} (${pct(b.estimate!)}), below the ${pct(b.target, 0)} target. Find those that did not`,
+        command: b.id === 'sessions_kept_working' ? cmd('session_continuity', pw(c.W, c.win)) : cmd(b.source === 'proxy' ? 'proxy_traffic' : 'settlements', pw(c.W)),
+      });
+    }
+  }
+  if (thin.length > 0 && failed.size === 0) {
     out.push({
-      why: `The evidence is still thin: ${weak.map((b) => `${b.label}: ${b.more_needed} more clean observation(s) to claim ${pct(b.target, 0)}`).join('; ')}. Compare with earlier deploys`,
+      why: `The evidence is still thin: ${thin.map((b) => `${b.label}: ${b.more_needed} more clean observation(s) to claim ${pct(b.target, 0)}`).join('; ')}. Compare with earlier deploys`,
       command: cmd('restarts', c.common),
     });
   }
