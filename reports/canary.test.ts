@@ -312,7 +312,19 @@ describe('cannot evaluate (exit code 2)', () => {
   it('an unknown release names the releases that have a restart', async () => {
     const r = await canary('pass', 'v9');
     expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2 });
-    expect(r.reason).toMatch(/unknown deploy "v9".*releases with a restart: v2/);
+    expect(r.reason).toMatch(/unknown deploy "v9".*releases with a restart: v2.*A time \(ISO-8601/);
+  });
+
+  it('a time names the last restart up at or before it, a proxy-inferred one too; none before it cannot be evaluated', async () => {
+    // stalebefore: two proxy-inferred restarts, up at 04:00:20 (A broken) and 04:01:00 (the latest)
+    const latest = await canary('stalebefore');
+    const first = await canary('stalebefore', '2026-11-30T04:00:59Z');
+    expect(first.deploy).toMatchObject({ source: 'proxy', requested: '2026-11-30T04:00:59Z' });
+    expect(Date.parse(first.deploy!.up_at!)).toBeLessThan(Date.parse(latest.deploy!.up_at!));
+    expect((await canary('stalebefore', latest.deploy!.up_at!)).deploy).toEqual({ ...latest.deploy, requested: latest.deploy!.up_at });
+    const none = await canary('stalebefore', '2026-11-30T03:00:00Z');
+    expect(none).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2 });
+    expect(none.reason).toMatch(/^no restart up at or before 2026-11-30T03:00:00\.000000Z \(the first is up at 2026-11-30T04:00/);
   });
 
   it('a first boot is not a deploy', async () => {

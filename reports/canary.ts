@@ -305,7 +305,7 @@ export interface TimeRange {
 
 /** The restart the report is about, as the `restarts` query returned it. */
 export interface DeployInfo {
-  /** What `--deploy` said: a release, a boot_id, or `latest`. */
+  /** What `--deploy` said: a release, a boot_id, `latest`, or a time (the last restart up at or before it). */
   readonly requested: string;
   /** `server`: a boot event that follows an earlier boot; `proxy`: inferred from the proxy log only. */
   readonly source: 'server' | 'proxy';
@@ -339,7 +339,7 @@ export interface CanaryReport {
   readonly exit_code: 0 | 1 | 2;
   /** Why the report cannot be evaluated (only with `cannot_evaluate`). */
   readonly reason: string | null;
-  /** What `--deploy` said: a release, a boot_id, or `latest`. */
+  /** What `--deploy` said: a release, a boot_id, `latest`, or a time (the last restart up at or before it). */
   readonly requested: string;
   readonly deploy: DeployInfo | null;
   /** The deploy window W (null when the deploy could not be resolved). */
@@ -357,7 +357,7 @@ export interface CanaryReport {
 
 /** What {@link buildCanaryReport} needs. */
 export interface CanaryOptions {
-  /** A release, a boot_id, or `latest`. */
+  /** A release, a boot_id, `latest`, or a time (ISO-8601: the last restart, server or proxy-inferred, up at or before it). */
   readonly deploy: string;
   /** Seconds after the boot the deploy window runs (default 900). */
   readonly afterS?: number;
@@ -509,15 +509,21 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
       );
     }
     const serverRows = restarts.filter((r) => r.source === 'server');
+    const asTime = deployTimeMicros(requested);
     let row: RestartRow | undefined;
     if (requested === 'latest') row = serverRows.at(-1) ?? restarts.at(-1);
     else row = serverRows.find((r) => r.boot_id === requested) ?? serverRows.find((r) => r.release === requested);
+    // a time: the last restart, server or proxy-inferred, up at or before it (the only
+    // way to name a proxy-inferred restart other than the latest)
+    if (!row && asTime !== undefined) row = restarts.filter((r) => at(r) <= asTime).at(-1);
     if (!row) {
       const releases = [...new Set(serverRows.map((r) => r.release).filter(Boolean))];
       return cannot(
-        `unknown deploy ${JSON.stringify(requested)}: no server restart has that boot_id or release` +
-          (releases.length ? ` (releases with a restart: ${releases.join(', ')})` : ' (the store has no server restarts; use --deploy latest for proxy-inferred ones)') +
-          '; a service’s first boot is not a deploy: there is no earlier boot to compare it with',
+        asTime !== undefined
+          ? `no restart up at or before ${isoMicros(asTime)}${restarts.length ? ` (the first is up at ${isoMicros(at(restarts[0]!))})` : ''}`
+          : `unknown deploy ${JSON.stringify(requested)}: no server restart has that boot_id or release` +
+              (releases.length ? ` (releases with a restart: ${releases.join(', ')})` : ' (the store has no server restarts)') +
+              '; a service’s first boot is not a deploy: there is no earlier boot to compare it with. A time (ISO-8601, e.g. 2026-11-30T04:05:00Z) names the last restart up at or before it, proxy-inferred ones too',
       );
     }
     deployRow = row;
@@ -695,6 +701,15 @@ async function resolveServerDeploy(
   const row = rows.find((r) => r.source === 'server' && r.service === pick.service && r.boot_id === pick.boot_id);
   if (!row) return null;
   return { row, previousAt, services: [...new Set([...list.map((b) => b.service), ...rows.map((r) => r.service)].filter(Boolean))] };
+}
+
+/**
+ * `--deploy` as a time, when it is one: an ISO-8601 / RFC 3339 date-time
+ * (parseTimeMicros; a bare number is a release, not epoch seconds), in µs.
+ * @returns undefined when it is not a time.
+ */
+function deployTimeMicros(requested: string): number | undefined {
+  return /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}/.test(requested) ? parseTimeMicros(requested) : undefined;
 }
 
 /** One named query's rows and how it was called. */

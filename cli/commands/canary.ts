@@ -42,7 +42,7 @@ Exit codes: 0 pass, 1 fail, 2 cannot evaluate (unknown deploy, no events, bad fl
 or CONTINUITY_MCP_PATHS matching no proxy line of the deploy window with no server events in it).`;
 
 /**
- * `continuity canary --deploy <release|boot_id|latest> [--after 15m] [--baseline <duration>]
+ * `continuity canary --deploy <release|boot_id|latest|time> [--after 15m] [--baseline <duration>]
  * [--format md|json|html] [--gates <file>] [--service <name>]`: the post-deploy canary
  * report, with an exit code a pipeline can gate on.
  */
@@ -50,7 +50,7 @@ export function registerCanary(program: Command): void {
   program
     .command('canary')
     .description('post-deploy canary: gates over one deploy window and success bounds; exit 0 pass, 1 fail, 2 cannot evaluate')
-    .option('--deploy <release|boot_id|latest>', 'the deploy: a release, a boot_id, or latest (the most recent restart)')
+    .option('--deploy <release|boot_id|latest|time>', 'the deploy: a release, a boot_id, latest (the most recent restart), or a time (ISO-8601: the last restart up at or before it)')
     .option('--after <duration>', 'how long after the boot the deploy window runs (e.g. 90s, 15m, 1h)', `${DEFAULT_AFTER_S / 60}m`)
     .option('--baseline <duration>', 'baseline length before the restart (default: as long as the deploy window)')
     .option('--format <format>', 'md | json | html', 'md')
@@ -61,7 +61,7 @@ export function registerCanary(program: Command): void {
     .action(async (opts: CanaryFlags, cmd: Command) => {
       // Every error means the deploy could not be judged: exit 2, never 1 (1 is a failed gate).
       try {
-        if (!opts.deploy) throw new ContinuityError('CONT_ERR_CONFIG', '--deploy is required: a release, a boot_id, or latest');
+        if (!opts.deploy) throw new ContinuityError('CONT_ERR_CONFIG', '--deploy is required: a release, a boot_id, latest, or a time');
         if (!CANARY_FORMATS.includes(opts.format as CanaryFormat)) {
           throw new ContinuityError('CONT_ERR_CONFIG', `--format: ${JSON.stringify(opts.format)}; one of ${CANARY_FORMATS.join(', ')}`);
         }
