@@ -65,7 +65,7 @@ function numberText(key: string, v: unknown): string {
   return typeof v === 'number' && isRateKey(key) ? pct(v) : cellText(v);
 }
 
-/** Which of the report's ranges a query read, for "Read from": ` (deploy window)`, ` (baseline)`, else ` (from the boot before)` (the life range). */
+/** Which of the report's ranges a query read, for "Read from": ` (deploy window)`, ` (baseline)`, ` (life of the boot that ended)` (the life range: it ends with the window), else nothing. */
 function rangeLabel(r: CanaryReport, q: QueryRead): string {
   const { t_from: from, t_to: to } = q.params;
   if (r.window && from === r.window.from && to === r.window.to) return ' (deploy window)';
