@@ -545,6 +545,9 @@ describe('a deploy after an earlier one had already broken a session (proxy evid
     const g = gate(r, 'refused_after_boot');
     expect(g).toMatchObject({ value: 1, verdict: 'fail' });
     expect(g.numbers).toMatchObject({ refused_misses: 1, not_counted_stale_before: 21, next_initialize: 1 });
+    // the inferred restart is named by its time, not by its ordinal within the life range
+    expect(g.rows.length).toBeGreaterThan(0);
+    for (const row of g.rows) expect(row).toMatchObject({ source: 'proxy', boot: 'inferred', boot_at: expect.stringMatching(/^2026-11-30 04:01:00/) });
     expect(g.summary).toBe(
       '1 refused miss(es) with reason unknown_after_boot after the boot (what the session sent next: initialize 1); 21 more on session(s) already stale before the boot that ended (refused since an earlier restart), not counted',
     );

@@ -843,7 +843,11 @@ function measureRefusedAfterBoot(e: Evidence, gates: GatesConfig): Measured {
       (staleBefore ? `; ${staleBefore} more on session(s) already stale before the boot that ended (refused since an earlier restart), not counted` : '') +
       (other.length ? `; ${sum(other, 'misses')} other refused miss(es) after the boot not counted (${Object.keys(tally(other, 'reason', 'misses')).join(', ')}: not caused by the restart)` : ''),
     numbers: { refused_misses: value, not_counted_stale_before: staleBefore, not_counted_other_reasons: sum(other, 'misses'), ...prefixKeys('next_', byNext) },
-    rows: [...counted, ...other].map((r) => pick(r, 'source', 'boot', 'boot_at', 'reason', 'http_status', 'http_method', 'mcp_method', 'next', 'misses', 'sessions', 'misses_active')),
+    // a proxy row's `boot` is the inferred restart's ordinal within L, which another
+    // range numbers differently: its boot_at names it
+    rows: [...counted, ...other].map((r) =>
+      pick({ ...r, boot: r.source === 'proxy' ? 'inferred' : r.boot }, 'source', 'boot', 'boot_at', 'reason', 'http_status', 'http_method', 'mcp_method', 'next', 'misses', 'sessions', 'misses_active'),
+    ),
     queries: [refusedL.q],
   };
 }
