@@ -260,7 +260,8 @@ function fragmentOrder(names: readonly string[], order: string[] = [], visiting 
 }
 
 /**
- * The SQL text of a named query, as sent to the store: `sql/<name>.sql` with the
+ * The SQL text of a named query (or of a check, `checks/<name>`), as sent to the
+ * store: `sql/<name>.sql` with the
  * fragments its header requires (`-- requires: proxy_lines, …`, files in
  * `sql/lib/`, transitively, dependencies first) prepended as common table
  * expressions. A fragment is one CTE body shared by several queries; the engine
@@ -460,11 +461,10 @@ export interface McpPathsCheck {
  * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
  */
 export async function checkMcpPaths(store: Store, params: Record<string, unknown>, where = 'in this range'): Promise<McpPathsCheck | null> {
-  const bound = bindCommonParams('mcp_paths check', params);
+  const bound = bindCheckParams('mcp_paths check', params);
   const configured = bound.mcp_paths as string[];
   if (configured.length === 0) return null;
-  mcpPathsSql ??= readSql('checks/mcp_paths');
-  const [row] = await store.query<{ matched: string[]; endpoints: string[]; endpoint_count: number | string }>(mcpPathsSql, bound);
+  const [row] = await store.query<{ matched: string[]; endpoints: string[]; endpoint_count: number | string }>(querySql('checks/mcp_paths'), bound);
   const found = new Set(row?.matched ?? []);
   const matched = configured.filter((p) => found.has(p));
   const unmatched = configured.filter((p) => !found.has(p));
@@ -474,16 +474,38 @@ export async function checkMcpPaths(store: Store, params: Record<string, unknown
   const check = { configured, matched, unmatched, endpoints, endpoint_count: endpointCount, verdict } as const;
   return { ...check, warning: mcpPathsWarning(check, where) };
 }
-let mcpPathsSql: string | undefined;
+
+/** A check's own parameters: their schema, their ClickHouse types, and the values given. */
+interface CheckParams {
+  readonly schema: z.ZodRawShape;
+  readonly types: Readonly<Record<string, string>>;
+  readonly values: Record<string, unknown>;
+}
 
 /**
- * `params`' common parameters (CommonParams) bound for a check query; other keys are
- * ignored, so a report's parameters can be passed as they are.
- * @throws ContinuityError CONT_ERR_QUERY_PARAM naming `label` for a bad common parameter.
+ * `params`' common parameters (CommonParams) bound for a check query, other keys
+ * ignored (so a report's parameters can be passed as they are), with the check's own
+ * parameters (`own`) parsed and bound as a named query's are.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM naming `label` for a bad parameter.
  */
-function bindCommonParams(label: string, params: Record<string, unknown>): Record<string, unknown> {
+function bindCheckParams(label: string, params: Record<string, unknown>, own?: CheckParams): Record<string, unknown> {
   const given = Object.fromEntries(Object.keys(commonTypes).filter((k) => params[k] !== undefined).map((k) => [k, params[k]]));
-  return parseParams(label, CommonParams, commonTypes, given);
+  return own
+    ? parseParams(label, CommonParams.extend(own.schema), { ...commonTypes, ...own.types }, { ...given, ...own.values })
+    : parseParams(label, CommonParams, commonTypes, given);
+}
+
+/**
+ * Runs the check `sql/checks/<name>.sql` with its parameters bound by
+ * {@link bindCheckParams}; the endpoint paths are resolved when the SQL reads them.
+ * @param memo endpoint paths already resolved by the caller ({@link EndpointPathsMemo}).
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM naming the check for a bad parameter, or a store error.
+ */
+async function runCheck<T>(store: Store, name: string, params: Record<string, unknown>, own?: CheckParams, memo?: EndpointPathsMemo): Promise<T[]> {
+  const bound = bindCheckParams(`${name} check`, params, own);
+  const sql = querySql(`checks/${name}`);
+  if (sql.includes('{endpoint_paths:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
+  return store.query<T>(sql, bound);
 }
 
 /** One server restart, as the `restarts` query's server rows name it (times are store DateTime64 text, UTC). */
@@ -513,11 +535,8 @@ export interface ServerRestart {
  * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
  */
 export async function listServerRestarts(store: Store, params: Record<string, unknown>): Promise<ServerRestart[]> {
-  const bound = bindCommonParams('server_restarts check', params);
-  serverRestartsSql ??= withFragments(readSql('checks/server_restarts'));
-  return store.query<ServerRestart>(serverRestartsSql, bound);
+  return runCheck<ServerRestart>(store, 'server_restarts', params);
 }
-let serverRestartsSql: string | undefined;
 
 /** The restart a {@link countSessionsAcross} count is taken across, as a `restarts` row names it. */
 export interface RestartSpan {
@@ -550,32 +569,27 @@ export interface RestartSpan {
  *
  * @param params the common parameters (CommonParams), raw or bound; other keys are ignored.
  * @param span the restart; its times parse as CommonParams' times do.
+ * @param memo endpoint paths already resolved by the caller ({@link EndpointPathsMemo}).
  * @returns the number of sessions.
  * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter or span, or a store error.
  */
-export async function countSessionsAcross(store: Store, params: Record<string, unknown>, span: RestartSpan): Promise<number> {
-  const bound = bindCommonParams('sessions_across check', params);
-  const parsed = z
-    .object({ span_from: Time, span_to: Time, span_service: z.string().max(256), span_source: z.enum(['server', 'proxy']) })
-    .safeParse({ span_from: span.from, span_to: span.to, span_service: span.service, span_source: span.source });
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
-    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `sessions_across check: ${issues.join('; ')}`, { details: { issues } });
-  }
-  sessionsAcrossSql ??= withFragments(readSql('checks/sessions_across'));
-  bound.endpoint_paths = await resolveEndpointPaths(store, bound);
-  const [row] = await store.query<{ sessions: number | string }>(sessionsAcrossSql, { ...bound, ...parsed.data });
+export async function countSessionsAcross(store: Store, params: Record<string, unknown>, span: RestartSpan, memo?: EndpointPathsMemo): Promise<number> {
+  const own: CheckParams = {
+    schema: { span_from: Time, span_to: Time, span_service: z.string().max(256), span_source: z.enum(['server', 'proxy']) },
+    types: { span_from: "DateTime64(6, 'UTC')", span_to: "DateTime64(6, 'UTC')", span_service: 'String', span_source: 'String' },
+    values: { span_from: span.from, span_to: span.to, span_service: span.service, span_source: span.source },
+  };
+  const [row] = await runCheck<{ sessions: number | string }>(store, 'sessions_across', params, own, memo);
   return Number(row?.sessions ?? 0);
 }
-let sessionsAcrossSql: string | undefined;
 
 /** Challenges of one class and status ({@link countChallenges}). */
-export interface ChallengeCount {
+export type ChallengeCount = {
   /** RFC 6750 §3.1 class (invalid_token, insufficient_scope, …), as `auth_challenges.challenge_class`. */
   readonly challenge_class: string;
   readonly http_status: number;
   readonly challenges: number;
-}
+};
 
 /**
  * The 401/403 challenges in `params`' range and scope by class and status, counted
@@ -590,12 +604,9 @@ export interface ChallengeCount {
  * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
  */
 export async function countChallenges(store: Store, params: Record<string, unknown>): Promise<ChallengeCount[]> {
-  const bound = bindCommonParams('challenge_counts check', params);
-  challengeCountsSql ??= withFragments(readSql('checks/challenge_counts'));
-  const rows = await store.query<{ challenge_class: string; http_status: number | string; challenges: number | string }>(challengeCountsSql, bound);
+  const rows = await runCheck<{ challenge_class: string; http_status: number | string; challenges: number | string }>(store, 'challenge_counts', params);
   return rows.map((r) => ({ challenge_class: r.challenge_class, http_status: Number(r.http_status), challenges: Number(r.challenges) }));
 }
-let challengeCountsSql: string | undefined;
 
 function mcpPathsWarning(c: Omit<McpPathsCheck, 'warning'>, where: string): string | null {
   const more = c.endpoint_count > c.endpoints.length ? ` (and ${c.endpoint_count - c.endpoints.length} more path(s) with MCP session headers)` : '';
