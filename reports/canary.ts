@@ -493,10 +493,8 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     ({ row: deployRow, previousAt } = resolved);
     noteServices(resolved.services);
   } else {
-    const restarts = (await runQuery<RestartRow>(store, 'restarts', common)).slice();
-    // In time order (a proxy restart with no up_at at its down_from); at the same
-    // microsecond by service, then boot id, as the query orders its rows.
-    restarts.sort((a, b) => at(a) - at(b) || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
+    // a proxy restart with no up_at at its down_from
+    const restarts = inTimeOrder((await runQuery<RestartRow>(store, 'restarts', common)).slice(), at);
     noteServices([...new Set(restarts.map((r) => r.service).filter(Boolean))]);
     if (restarts.length === 0) {
       const forService = scope.service ? ` for service ${JSON.stringify(scope.service)}` : '';
@@ -510,9 +508,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     }
     const serverRows = restarts.filter((r) => r.source === 'server');
     const asTime = deployTimeMicros(requested);
-    let row: RestartRow | undefined;
-    if (requested === 'latest') row = serverRows.at(-1) ?? restarts.at(-1);
-    else row = serverRows.find((r) => r.boot_id === requested) ?? serverRows.find((r) => r.release === requested);
+    let row = pickServerRestart(serverRows, requested) ?? (requested === 'latest' ? restarts.at(-1) : undefined);
     // a time: the last restart, server or proxy-inferred, up at or before it (the only
     // way to name a proxy-inferred restart other than the latest)
     if (!row && asTime !== undefined) row = restarts.filter((r) => at(r) <= asTime).at(-1);
@@ -575,7 +571,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   // the sessions of the deploy's service that kept working across this restart
   const span = { from: deploy.down_from, to: deploy.up_at ?? deploy.down_from, service: deploy.service, source: deploy.source };
   const acrossParams = { ...p(L), span_from: span.from, span_to: span.to, span_service: span.service, span_source: span.source };
-  const across = async (): Promise<Across> => ({ sessions: await countSessionsAcross(store, acrossParams, span), q: { name: 'check:sessions_across', params: acrossParams } });
+  const across = async (): Promise<Across> => ({ sessions: await countSessionsAcross(store, acrossParams, span, paths), q: { name: 'check:sessions_across', params: acrossParams } });
   const [trafficW, trafficB, settleW, settleB, settleL, proxyErrW, refusedL, contW, survivors, authW, authB, mcpPaths] = await Promise.all([
     read('proxy_traffic', p(W)),
     read('proxy_traffic', p(B)),
@@ -588,7 +584,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     across(),
     read('auth_challenges', p(W)),
     // the baseline's challenges are only counted: the check counts them as auth_challenges does, without the verdicts
-    countChallenges(store, p(B)).then((rows): Read => ({ rows: rows.map((r) => ({ ...r })), q: { name: 'auth_challenges', params: p(B) } })),
+    countChallenges(store, p(B)).then((rows): Read => ({ rows, q: { name: 'auth_challenges', params: p(B) } })),
     checkPaths(p(W), 'in the deploy window'),
   ]);
   const e: Evidence = {
@@ -685,9 +681,11 @@ async function resolveServerDeploy(
   common: Record<string, string | number>,
   afterS: number,
 ): Promise<{ row: RestartRow; previousAt: number | null; services: string[] } | null> {
-  const list = (await listServerRestarts(store, common)).map((b) => ({ ...b, us: storeTimeToMicros(b.up_at) }));
-  list.sort((a, b) => a.us - b.us || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
-  const pick = requested === 'latest' ? list.at(-1) : (list.find((b) => b.boot_id === requested) ?? list.find((b) => b.release === requested));
+  const list = inTimeOrder(
+    (await listServerRestarts(store, common)).map((b) => ({ ...b, us: storeTimeToMicros(b.up_at) })),
+    (b) => b.us,
+  );
+  const pick = pickServerRestart(list, requested);
   if (!pick) return null;
   const previous = list.filter((b) => b.service === pick.service && b.us < pick.us).at(-1);
   const previousAt = previous ? previous.us : null;
@@ -701,6 +699,16 @@ async function resolveServerDeploy(
   const row = rows.find((r) => r.source === 'server' && r.service === pick.service && r.boot_id === pick.boot_id);
   if (!row) return null;
   return { row, previousAt, services: [...new Set([...list.map((b) => b.service), ...rows.map((r) => r.service)].filter(Boolean))] };
+}
+
+/** `rows` sorted in place by time (`at`, µs); at the same µs by service, then boot id, as the `restarts` query orders its rows. */
+function inTimeOrder<T extends { service: string; boot_id: string }>(rows: T[], at: (r: T) => number): T[] {
+  return rows.sort((a, b) => at(a) - at(b) || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
+}
+
+/** The server restart `requested` names, among `rows` in time order: `latest` the last, else the first with that boot_id, else with that release. */
+function pickServerRestart<T extends { boot_id: string; release: string }>(rows: readonly T[], requested: string): T | undefined {
+  return requested === 'latest' ? rows.at(-1) : (rows.find((r) => r.boot_id === requested) ?? rows.find((r) => r.release === requested));
 }
 
 /**
@@ -888,13 +896,22 @@ function measureUnsettledAtShutdown(e: Evidence, gates: GatesConfig): Measured {
   };
 }
 
+/**
+ * Sessions refused in the deploy window that were refused already before it and never
+ * recovered (`session_continuity`'s unrecovered_stale − unrecovered_new): an earlier
+ * restart broke them, not this deploy.
+ */
+function brokenBeforeWindow(rows: ReadonlyArray<Record<string, unknown>>): number {
+  return sum(rows, 'unrecovered_stale') - sum(rows, 'unrecovered_new');
+}
+
 /** Gate 4: sessions refused in the deploy window and never recovered (`session_continuity` over W). */
 function measureSessionsLostTools(e: Evidence, gates: GatesConfig): Measured {
   const { contW } = e;
   const stale = contW.rows.filter((r) => num(r.stale) > 0);
   // a session refused already before the window (an earlier restart broke it) is not this deploy's doing
   const value = sum(contW.rows, 'unrecovered_new');
-  const brokenBefore = sum(contW.rows, 'unrecovered_stale') - value;
+  const brokenBefore = brokenBeforeWindow(contW.rows);
   return {
     value,
     unit: 'count',
@@ -989,10 +1006,8 @@ function proportionBounds(e: Evidence, confidence: number, target: number): Prop
     };
   };
   const survived = survivors.sessions;
-  // refused in W but already before it and never recovered: an earlier restart broke
-  // them, not this deploy (gate 4 leaves them out too)
-  const brokenBefore = sum(contW.rows, 'unrecovered_stale') - sum(contW.rows, 'unrecovered_new');
-  const staleW = sum(contW.rows, 'stale') - brokenBefore;
+  // gate 4 leaves out the sessions an earlier restart broke; so do the trials
+  const staleW = sum(contW.rows, 'stale') - brokenBeforeWindow(contW.rows);
   const recoveredW = sum(contW.rows, 'recovered');
   const hasProxy = proxyRequestsW > 0;
   const bounds: ProportionBound[] = [
@@ -1097,12 +1112,12 @@ function nextSteps(
         command: b.id === 'sessions_kept_working' ? cmd('session_continuity', pw(c.W, c.win)) : cmd(b.source === 'proxy' ? 'proxy_traffic' : 'settlements', pw(c.W)),
       });
     }
-  }
-  if (thin.length > 0 && failed.size === 0) {
-    out.push({
-      why: `The evidence is still thin: ${thin.map((b) => `${b.label}: ${b.more_needed} more clean observation(s) to claim ${pct(b.target, 0)}`).join('; ')}. Compare with earlier deploys`,
-      command: cmd('restarts', c.common),
-    });
+    if (thin.length > 0) {
+      out.push({
+        why: `The evidence is still thin: ${thin.map((b) => `${b.label}: ${b.more_needed} more clean observation(s) to claim ${pct(b.target, 0)}`).join('; ')}. Compare with earlier deploys`,
+        command: cmd('restarts', c.common),
+      });
+    }
   }
   out.push({
     why: 'The full continuity report over the deploy window',
