@@ -239,8 +239,11 @@ server_restarts AS (SELECT down_from AS lo, boot_t AS hi FROM server_boots WHERE
 (SELECT groupArray((lo, hi)) FROM server_restarts) AS server_spans,
 restarts AS
 (
-    -- server restarts, plus proxy-inferred ones that bracket no server boot
-    SELECT arrayConcat(server_spans, groupArray((p.lo, p.hi))) AS spans
+    -- server restarts, plus proxy-inferred ones that bracket no server boot; each
+    -- span from the earlier to the later of its ends: where the old and new instances
+    -- overlapped (down_from after the boot), a session crossed only if served before
+    -- the new boot and after the old instance's end
+    SELECT arrayMap(sp -> (least(sp.1, sp.2), greatest(sp.1, sp.2)), arrayConcat(server_spans, groupArray((p.lo, p.hi)))) AS spans
     FROM proxy_spans AS p
     WHERE NOT arrayExists(b -> b.2 >= p.lo - 1 AND b.2 <= p.hi + 1, server_spans)
 ),
@@ -422,11 +425,8 @@ SELECT
     countIf(last_failed
             AND NOT (pi.hit = 1 AND round((pi.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6))
             AND NOT (si.hit = 1 AND round((si.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6))) AS abandoned_after_failure,
-    -- a span runs from the earlier to the later of its ends: where the old and new
-    -- instances overlapped (down_from after the boot), a session crossed only if
-    -- served before the new boot and after the old instance's end
-    countIf(last_ok_t > 0 AND arrayCount(span -> least(span.1, span.2) > s.first_ok_t AND greatest(span.1, span.2) < s.last_ok_t, x.spans) >= 1) AS survived_1,
-    countIf(last_ok_t > 0 AND arrayCount(span -> least(span.1, span.2) > s.first_ok_t AND greatest(span.1, span.2) < s.last_ok_t, x.spans) >= 2) AS survived_2
+    countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
+    countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
 FROM per_session AS s
 LEFT JOIN recovered_keys AS rk ON rk.skh = s.session_key
 LEFT JOIN stale_before AS sb ON sb.h = s.session_key
