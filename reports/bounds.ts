@@ -3,39 +3,27 @@
  * (Clopper & Pearson, Biometrika 26(4), 1934): the lower bound p_L for x successes
  * in n trials at confidence 1 − α is the p for which P(X ≥ x | n, p) = α. With
  * x = n it has the closed form α^(1/n): 4 of 4 at 95% → 0.473, and 299 consecutive
- * successes are the fewest whose bound clears 0.99.
+ * successes are the fewest whose bound clears 0.99. Otherwise p_L is the α quantile
+ * of Beta(x, n − x + 1), since P(X ≥ x | n, p) = I_p(x, n − x + 1).
  */
 
-/** ln C(n, k) via log-gamma (Lanczos, g = 7, n = 9; |error| < 1e-13 for our ranges). */
-function lnChoose(n: number, k: number): number {
-  return lnGamma(n + 1) - lnGamma(k + 1) - lnGamma(n - k + 1);
-}
+import betainc from '@stdlib/math-base-special-betainc';
+import betaQuantile from '@stdlib/stats-base-dists-beta-quantile';
 
-const LANCZOS = [
-  0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905,
-  -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
-];
-
-function lnGamma(z: number): number {
-  if (z < 0.5) return Math.log(Math.PI / Math.sin(Math.PI * z)) - lnGamma(1 - z);
-  const x = z - 1;
-  let a = LANCZOS[0]!;
-  const t = x + 7.5;
-  for (let i = 1; i < 9; i++) a += LANCZOS[i]! / (x + i);
-  return 0.5 * Math.log(2 * Math.PI) + (x + 0.5) * Math.log(t) - t + Math.log(a);
-}
-
-/** P(X ≥ x) for X ~ Binomial(n, p), summed in log space for stability. */
+/**
+ * P(X ≥ x) for X ~ Binomial(n, p): the regularized incomplete beta function
+ * I_p(x, n − x + 1) (the identity behind the Clopper–Pearson interval; Abramowitz &
+ * Stegun 26.5.24), evaluated by stdlib's betainc (a port of Boost's ibeta), in time
+ * that does not grow with n.
+ * @param x successes, n trials (integers), p in [0, 1]
+ * @returns the probability in [0, 1]
+ */
 export function binomialUpperTail(x: number, n: number, p: number): number {
   if (x <= 0) return 1;
   if (x > n) return 0;
   if (p <= 0) return 0;
   if (p >= 1) return 1;
-  const lp = Math.log(p);
-  const lq = Math.log1p(-p);
-  let total = 0;
-  for (let k = x; k <= n; k++) total += Math.exp(lnChoose(n, k) + k * lp + (n - k) * lq);
-  return Math.min(1, total);
+  return betainc(p, x, n - x + 1);
 }
 
 /**
@@ -54,15 +42,8 @@ export function clopperPearsonLower(successes: number, trials: number, confidenc
   const alpha = 1 - confidence;
   if (successes === 0) return 0;
   if (successes === trials) return Math.pow(alpha, 1 / trials);
-  // P(X ≥ x | p) increases with p: bisect for the p where it equals α.
-  let lo = 0;
-  let hi = successes / trials;
-  for (let i = 0; i < 100; i++) {
-    const mid = (lo + hi) / 2;
-    if (binomialUpperTail(successes, trials, mid) < alpha) lo = mid;
-    else hi = mid;
-  }
-  return (lo + hi) / 2;
+  // P(X ≥ x | p) = I_p(x, n − x + 1) = α: the α quantile of Beta(x, n − x + 1)
+  return betaQuantile(alpha, successes, trials - successes + 1);
 }
 
 /**
