@@ -583,6 +583,49 @@ export async function countSessionsAcross(store: Store, params: Record<string, u
   return Number(row?.sessions ?? 0);
 }
 
+/** One row of {@link countSessionOutcomes}: the `session_continuity` row of a user-agent family and origin, without survived_1/2. */
+export type SessionOutcomes = {
+  readonly ua_family: string;
+  readonly origin: string;
+  readonly sessions: number;
+  readonly minted_unused: number;
+  readonly stale: number;
+  readonly recovered: number;
+  readonly unrecovered_stale: number;
+  readonly unrecovered_new: number;
+  readonly abandoned_after_failure: number;
+};
+
+/**
+ * What happened to the sessions in `params`' range and scope, by user-agent family
+ * and origin: the `session_continuity` query's rows and counts (fragment
+ * `session_facts`, the same for both) without `survived_1`/`survived_2`, which need
+ * every restart in the range (fragment `restart_spans`: about 0.4 s of analysis
+ * whatever the range, and the proxy inference over it). The canary report's gate 4
+ * (sessions that lost their tools) reads it over the deploy window.
+ *
+ * One query (queries/sql/checks/session_outcomes.sql); `window_s` (s, as
+ * session_continuity's) is read from `params`, other keys are ignored.
+ * @param memo endpoint paths already resolved by the caller ({@link EndpointPathsMemo}).
+ * @returns one row per family and origin, most sessions first.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter or window, or a store error.
+ */
+export async function countSessionOutcomes(store: Store, params: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<SessionOutcomes[]> {
+  const own: CheckParams = { schema: windowParam, types: { window_s: 'Float64' }, values: { window_s: params.window_s } };
+  const rows = await runCheck<Record<keyof SessionOutcomes, string | number>>(store, 'session_outcomes', params, own, memo);
+  return rows.map((r) => ({
+    ua_family: String(r.ua_family),
+    origin: String(r.origin),
+    sessions: Number(r.sessions),
+    minted_unused: Number(r.minted_unused),
+    stale: Number(r.stale),
+    recovered: Number(r.recovered),
+    unrecovered_stale: Number(r.unrecovered_stale),
+    unrecovered_new: Number(r.unrecovered_new),
+    abandoned_after_failure: Number(r.abandoned_after_failure),
+  }));
+}
+
 /** Challenges of one class and status ({@link countChallenges}). */
 export type ChallengeCount = {
   /** RFC 6750 §3.1 class (invalid_token, insufficient_scope, …), as `auth_challenges.challenge_class`. */

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { countChallenges, countSessionsAcross, runQuery, type RestartSpan } from '../queries/index.ts';
+import { countChallenges, countSessionOutcomes, countSessionsAcross, runQuery, type RestartSpan } from '../queries/index.ts';
 import { authDeploy, failingDeploy, failingThirdBoot, firstBootDeploy, HOSTILE_UA, overlappingDeploy, passingDeploy, proxyOnlyDeploy, staleBeforeDeploy } from '../test/fixtures/canary-scenarios.ts';
 import { insertEvents, proxyEvents, repeat, T0_MICROS } from '../test/fixtures/proxy-scenario.ts';
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
@@ -560,6 +560,35 @@ describe('a deploy after an earlier one had already broken a session (proxy evid
     // nor is A one of this deploy's trials in the sessions bound: B, refused and recovered
     expect(r.bounds[0]).toMatchObject({ id: 'sessions_kept_working', successes: 1, trials: 1 });
     expect(lost.numbers).toMatchObject({ unrecovered_stale: 0, not_counted_refused_before: 1, recovered: 1 });
+  });
+});
+
+describe('gate 4 reads session_continuity’s rows from the session_outcomes check', () => {
+  it('counts every family and origin as session_continuity does, without survived_1/2, over windows, scopes and window_s', async () => {
+    const [fail, stale] = [await canary('fail', 'v2'), await canary('stalebefore')];
+    const windowOf = (r: CanaryReport) => ({ t_from: r.window!.from, t_to: r.window!.to });
+    const cases = [
+      { service: '' },
+      { service: '', window_s: 0.5 },
+      { ...windowOf(fail), service: 'fail' },
+      { ...windowOf(fail), service: '' },
+      { ...windowOf(stale), service: 'stalebefore' },
+      { ...windowOf(stale), service: 'stalebefore', window_s: 0.5 },
+      { service: 'proxyonly' },
+    ];
+    const counted = (rows: Array<Record<string, unknown>>) =>
+      rows
+        .map(({ survived_1: _1, survived_2: _2, ...r }) => Object.fromEntries(Object.entries(r).map(([k, v]) => [k, typeof v === 'string' && k !== 'ua_family' && k !== 'origin' ? Number(v) : v])))
+        .sort((a, b) => `${a.ua_family} ${a.origin}`.localeCompare(`${b.ua_family} ${b.origin}`));
+    let stale_seen = 0;
+    for (const params of cases) {
+      const rows = await countSessionOutcomes(t.store, params);
+      expect(counted(rows), JSON.stringify(params)).toEqual(counted(await runQuery(t.store, 'session_continuity', params)));
+      stale_seen += rows.reduce((n, r) => n + r.stale, 0);
+    }
+    expect(stale_seen).toBeGreaterThan(0);
+    // the gate names session_continuity over the window as the query to rerun
+    expect(gate(fail, 'sessions_lost_tools').queries).toEqual([{ name: 'session_continuity', params: expect.objectContaining({ t_from: fail.window!.from, t_to: fail.window!.to, service: 'fail' }) }]);
   });
 });
 

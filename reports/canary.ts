@@ -4,7 +4,7 @@ import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { checkMcpPaths, countChallenges, countSessionsAcross, listServerRestarts, runQuery, type EndpointPathsMemo, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, countChallenges, countSessionOutcomes, countSessionsAcross, listServerRestarts, runQuery, type EndpointPathsMemo, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -14,8 +14,8 @@ import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
  * with exact one-sided Clopper–Pearson bounds. Every number is read through the
  * named queries (queries/registry.ts) with `t_from`/`t_to`/`service` bound, or
  * through the checks there that answer one narrow question from the same fragments
- * (listServerRestarts, countSessionsAcross, countChallenges, checkMcpPaths); this
- * file holds no SQL.
+ * (listServerRestarts, countSessionsAcross, countSessionOutcomes, countChallenges,
+ * checkMcpPaths); this file holds no SQL.
  *
  * Windows (all half-open, UTC, µs precision in the report, ms in query params):
  * - deploy window W = [down_from, boot + after): from the restart's `down_from`
@@ -580,7 +580,8 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     read('settlements', p(L)),
     read('proxy_errors', p(W)),
     read('refused_misses', p(L, win)),
-    read('session_continuity', p(W, win)),
+    // gate 4 needs session_continuity's rows but not its survivors (every restart in W): the check counts them as it does
+    countSessionOutcomes(store, p(W, win), paths).then((rows): Read => ({ rows, q: { name: 'session_continuity', params: p(W, win) } })),
     across(),
     read('auth_challenges', p(W)),
     // the baseline's challenges are only counted: the check counts them as auth_challenges does, without the verdicts

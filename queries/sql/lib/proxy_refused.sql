@@ -22,8 +22,9 @@
 -- A miss's neighbours are those of the first line of its time (a tie is no
 -- neighbour: earlier means strictly earlier, later strictly later), so each miss
 -- (read with its details from the signal rows, proxy_signal_lines) is joined to
--- the neighbours of its session and time: the lines sorted per session carry 4
--- fields, not 8 (about 10% of `restarts` at 10M events, measured side by side).
+-- the neighbours of its session and time (by µs): the lines sorted per session
+-- carry 4 fields, not 8 (about 10% of `restarts` at 10M events, measured side by
+-- side), packed into one UInt64 each (below).
 -- requires: proxy_lines, proxy_signal_lines
 WITH
 (

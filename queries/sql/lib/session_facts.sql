@@ -1,0 +1,293 @@
+-- session_facts: one row per session (its keyed id) seen in the range, from proxy
+-- and server evidence together (both sources hash ids with the same deployment
+-- key), with what happened to it (session_continuity.sql counts these by
+-- user-agent family and origin; the session_outcomes check, for the canary
+-- report, counts them without the restarts):
+--   ua_family, origin    the largest (hashed client, family, origin) where a
+--                        session has several
+--   was_minted, was_used an initialize minted the id; some request carried it
+--   is_stale             the session got at least one refused miss
+--   is_recovered         stale, and re-minted by the server (a remint pair) or
+--                        its client re-initialized (an inferred pair), at or
+--                        after its last refused miss (2 s of clock slack)
+--   refused_before_range a refused miss before the range began (the canary's
+--                        deploy window: a session an earlier restart broke,
+--                        still resending its id, is not this one's)
+--   is_abandoned         its last request failed and the same client sent no
+--                        initialize within window_s afterwards
+--   first_ok_t, last_ok_t its first and last 2xx (seconds; 0 = none)
+-- Every "within window_s" includes its end and is exact to the microsecond: the
+-- float seconds are compared as whole microseconds (as in refused_misses.sql).
+-- Sessions and clients are joined on their hashed keys (proxy_access and
+-- server_requests, schema/migrations/0006-0007). Every per-session fact below is
+-- an existence, a minimum or a maximum, so a re-delivered copy of an event changes
+-- nothing.
+--
+-- Where the facts come from (schema/migrations/0008):
+--  * per session: the hours t_from..t_to covers whole come from the rollups
+--    proxy_sessions and server_sessions, the hours it cuts from the rows, combined
+--    with the same functions, so any range is exact. A line re-imported under
+--    another --service keeps its old label in the rollup (a rollup cannot forget),
+--    so when a service or environment filter is given the proxy facts come from
+--    the rows, read with FINAL (a relabelled line counts under its newest label);
+--    without a filter a label changes nothing here. The server's requests are
+--    read without FINAL, as before the rollups (a relabelled server event counts
+--    under both labels until a merge), so the server rollup serves every case.
+--  * the rare rows (proxy refused misses, server refused misses and initializes,
+--    re-mints) come from the rows: refused misses and initializes from the
+--    signal rows (schema/migrations/0012), both read with FINAL (a relabelled one
+--    counts under its newest label only).
+-- requires: proxy_lines, proxy_signal_lines, server_signal_rows
+WITH
+-- the hours read whole from the rollups: [hour_lo, hour_hi), seconds
+intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0) + 3599999999, 3600000000) * 3600 AS hour_lo,
+least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600, 4294965600) AS hour_hi,
+hour_lo < hour_hi AS whole_hours,
+whole_hours AND {service:String} = '' AND {environment:String} = '' AS proxy_rollup,
+fromUnixTimestamp64Micro(hour_lo * 1000000) AS whole_from,
+fromUnixTimestamp64Micro(hour_hi * 1000000) AS whole_to,
+-- the proxy's session lines (a request session key, or an initialize) that the
+-- rollup does not cover: the cut hours, or every hour under a filter
+raw_lines AS
+(
+    SELECT toStartOfHour(ts) AS hour, t, skh, rkh, clienth, ua_family, origin, ok, refused, init, pg
+    FROM proxy_lines
+    WHERE NOT (proxy_rollup AND ts >= whole_from AND ts < whole_to)
+      AND (skh != 0 OR init)
+),
+-- the server's requests in the range and scope (inlined where read: each reader's
+-- filter and columns reach the scan)
+srv AS
+(
+    SELECT * FROM server_requests
+    WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+      AND ({service:String} = '' OR service = {service:String})
+      AND ({environment:String} = '' OR environment = {environment:String})
+),
+-- the server's requests the rollup does not cover (the cut hours)
+raw_srv AS
+(
+    SELECT toString(boot_id) AS boot_id, t, skh, mkh, clienth, toString(ua_family) AS ua_family, event_type, http_status, ok, refused, init
+    FROM srv
+    WHERE NOT (whole_hours AND ts >= whole_from AND ts < whole_to)
+),
+-- the proxy's refused misses on a session, read once (FINAL: under the newest
+-- label) from the signal rows (proxy_signal_lines.sql)
+(
+    SELECT groupArray((service, skh, clienth, t, toStartOfHour(ts)))
+    FROM proxy_signal_lines
+    WHERE refused AND skh != 0
+) AS refused_rows,
+refused AS
+(
+    SELECT x.1 AS service, x.2 AS skh, x.3 AS clienth, x.4 AS t, x.5 AS hour FROM (SELECT arrayJoin(refused_rows) AS x)
+),
+-- the proxy's initializes: (minted key, client, t), read once
+(
+    SELECT groupArray((h, x.1, x.2))
+    FROM
+    (
+        SELECT h, arrayJoin(inits) AS x
+        FROM proxy_sessions
+        WHERE proxy_rollup AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+          AND url_path IN {endpoint_paths:Array(String)} AND minted = 1
+        UNION ALL
+        SELECT rkh AS h, (clienth, t) AS x FROM raw_lines WHERE init
+    )
+) AS init_rows,
+proxy_inits_all AS (SELECT x.1 AS h, x.2 AS clienth, x.3 AS t FROM (SELECT arrayJoin(init_rows) AS x)),
+-- the server's initializes, read once
+(
+    SELECT groupArray((clienth, t)) FROM server_signal_rows WHERE init
+) AS server_init_rows,
+-- one row per initialize: readers find a client's first one after a time with
+-- an ASOF join (a client may hold thousands of sessions: no per-client arrays)
+server_inits AS (SELECT x.1 AS clienth, x.2 AS t, toUInt8(1) AS hit FROM (SELECT arrayJoin(server_init_rows) AS x)),
+-- recoveries of a stale session and when they happened: server re-mints, inferred
+-- pairs (the re-initialize), and refused misses the same client answered with an
+-- initialize; a stale session is recovered only by one at or after its last refused
+-- miss (2 s of clock slack), not by an earlier one
+remint_candidates AS
+(
+    -- inferred re-mints (proxy_remint_pairs.sql): a refused miss, then an initialize
+    -- from the same client within window_s; each replacement credited to the
+    -- latest miss before it
+    SELECT m.skh AS c_stale_h, argMin(i.h, i.t) AS c_replacement_h, min(i.t) AS c_init_t, argMin(m.t, (i.t, -m.t)) AS c_miss_t
+    FROM refused AS m
+    ASOF INNER JOIN proxy_inits_all AS i ON i.clienth = m.clienth AND m.t <= i.t
+    WHERE round((i.t - m.t) * 1e6) <= round({window_s:Float64} * 1e6)
+    GROUP BY m.skh
+),
+(
+    SELECT groupArray((skh, t, arh, clienth)) FROM server_signal_rows WHERE refused
+) AS server_refused_array,
+server_refused_rows AS
+(
+    SELECT x.1 AS skh, x.2 AS t, x.3 AS arh, x.4 AS clienth FROM (SELECT arrayJoin(server_refused_array) AS x)
+),
+server_reinit AS
+(
+    -- server_refused.sql's next = 'initialize': the client (of the refused
+    -- arrival, else of the refused miss) initialized within window_s after it
+    SELECT q.skh AS skh, q.t AS t
+    FROM
+    (
+        SELECT r.skh AS skh, r.t AS t, if(a.arh != 0, a.clienth, r.clienth) AS clienth
+        FROM server_refused_rows AS r
+        LEFT JOIN
+        (
+            SELECT arh, clienth FROM srv
+            WHERE event_type = 'arrival' AND arh IN (SELECT arh FROM server_refused_rows WHERE arh != 0)
+        ) AS a ON a.arh = r.arh AND r.arh != 0
+    ) AS q
+    ASOF INNER JOIN server_inits AS i ON i.clienth = q.clienth AND q.t < i.t
+    WHERE round((i.t - q.t) * 1e6) <= round({window_s:Float64} * 1e6)
+),
+recovered_keys AS
+(
+    SELECT skh, max(rt) AS rt
+    FROM
+    (
+        SELECT reinterpretAsUInt128(sipHash128(stale_session_key)) AS skh, toUnixTimestamp64Micro(ts) / 1e6 AS rt FROM events
+        WHERE event_type = 'remint' AND outcome != 'failed' AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+        UNION ALL
+        SELECT argMax(c_stale_h, c_miss_t) AS skh, min(c_init_t) AS rt FROM remint_candidates GROUP BY c_replacement_h
+        UNION ALL
+        SELECT skh, t AS rt FROM server_reinit
+    )
+    GROUP BY skh
+),
+per_source AS
+(
+    -- one row per session and source: last_t is the source's latest request,
+    -- failed whether it failed (server: the latest settlement or refused miss;
+    -- ties between requests go to the failure), first_ok 0 = none
+    SELECT h, client AS p_client, toUInt128(0) AS s_client, ua_family, origin, used, minted,
+           if(isInfinite(first_ok), 0., first_ok) AS first_ok, last_ok, last.1 AS last_t, last.2 AS failed, last_refused
+    FROM
+    (
+        SELECT h, max(client) AS client, max(ua_family) AS ua_family, max(origin) AS origin, max(used) AS used, max(minted) AS minted,
+               min(first_ok) AS first_ok, max(last_ok) AS last_ok, max(last) AS last, max(last_refused) AS last_refused
+        FROM
+        (
+            SELECT h, client, ua_family, origin, used, minted, first_ok, last_ok, last, last_refused
+            FROM proxy_sessions
+            WHERE proxy_rollup AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+              AND url_path IN {endpoint_paths:Array(String)}
+            UNION ALL
+            SELECT if(skh != 0, skh, rkh) AS h, clienth, toString(ua_family), toString(origin), toUInt8(skh != 0), toUInt8(init),
+                   if(skh != 0 AND ok, t, inf), if(skh != 0 AND ok, t, 0.), if(skh != 0, (t, toUInt8(NOT ok)), (0., toUInt8(0))),
+                   if(skh != 0 AND refused, t, 0.)
+            FROM raw_lines
+        )
+        GROUP BY h
+    )
+    UNION ALL
+    SELECT h, toUInt128(0) AS p_client, client AS s_client, ua_family, '' AS origin, used, minted,
+           if(isInfinite(first_ok), 0., first_ok) AS first_ok, last_ok, last_t,
+           -- no settlement or refused miss: not a success
+           if(last.1 = 0, toUInt8(1), last.2) AS failed, last_refused
+    FROM
+    (
+        SELECT h, max(client) AS client, max(ua_family) AS ua_family, max(used) AS used, max(minted) AS minted,
+               min(first_ok) AS first_ok, max(last_ok) AS last_ok, max(last_t) AS last_t, max(last) AS last, max(last_refused) AS last_refused
+        FROM
+        (
+            SELECT h, client, ua_family, used, minted, first_ok, last_ok, last_t, last, last_refused
+            FROM server_sessions
+            WHERE whole_hours AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+              AND ({service:String} = '' OR service = {service:String})
+              AND ({environment:String} = '' OR environment = {environment:String})
+              AND h != 0
+            UNION ALL
+            SELECT k.1 AS h, if(k.2 = 1 OR NOT init, clienth, toUInt128(0)), if(k.2 = 1 OR NOT init, ua_family, ''),
+                   toUInt8(k.2 = 0 AND NOT init), toUInt8(k.2 = 1),
+                   if(k.2 = 0 AND ok, t, inf), if(k.2 = 0 AND ok, t, 0.), if(k.2 = 0 AND NOT init, t, 0.),
+                   if(k.2 = 0 AND event_type != 'arrival', (t, toUInt8(NOT ok)), (0., toUInt8(0))), if(k.2 = 0 AND refused, t, 0.)
+            FROM raw_srv
+            ARRAY JOIN [(skh, toUInt8(0)), (mkh, toUInt8(1))] AS k
+            WHERE k.1 != 0 AND (k.2 = 0 OR event_type = 'settlement')
+        )
+        GROUP BY h
+    )
+    WHERE used = 1 OR minted = 1
+),
+per_session AS
+(
+    SELECT
+        h AS session_key,
+        max(ua_family) AS ua_family,
+        max(origin) AS origin,
+        max(p_client) AS p_client,
+        max(s_client) AS s_client,
+        max(minted) = 1 AS was_minted,
+        max(used) = 1 AS was_used,
+        max(last_refused) > 0 AS is_stale,
+        minIf(first_ok, first_ok > 0) AS first_ok_t,
+        max(last_ok) AS last_ok_t,
+        max(last_t) AS session_last_t,
+        max(last_refused) AS last_refused_t,
+        -- the latest request of either source; a request one source saw fail
+        -- (a 2xx carrying a tool error) failed
+        max((last_t, failed)).2 = 1 AND max(used) = 1 AS last_failed
+    FROM per_source
+    GROUP BY h
+),
+-- the range's stale sessions that were refused before it began: the hourly
+-- rollups for the hours before t_from's hour, the rows for the part of that hour
+-- before t_from (from_hour: the start of t_from's hour, s; 0 before 1970, which the
+-- rollups' DateTime cannot hold)
+intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600 AS from_hour,
+stale_before AS
+(
+    SELECT DISTINCT h
+    FROM
+    (
+        SELECT h FROM proxy_sessions
+        WHERE ts < toDateTime(from_hour, 'UTC') AND last_refused > 0
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+          AND url_path IN {endpoint_paths:Array(String)}
+        UNION ALL
+        SELECT skh AS h FROM proxy_signals FINAL
+        WHERE ts >= fromUnixTimestamp64Micro(toInt64(from_hour) * 1000000) AND ts < {t_from:DateTime64(6, 'UTC')} AND refused AND skh != 0
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+          AND url_path IN {endpoint_paths:Array(String)}
+        UNION ALL
+        SELECT h FROM server_sessions
+        WHERE ts < toDateTime(from_hour, 'UTC') AND last_refused > 0
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+        UNION ALL
+        SELECT skh AS h FROM server_signals FINAL
+        WHERE ts >= fromUnixTimestamp64Micro(toInt64(from_hour) * 1000000) AND ts < {t_from:DateTime64(6, 'UTC')} AND refused AND skh != 0
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+    ) AS b
+    INNER JOIN (SELECT session_key FROM per_session WHERE is_stale) AS st ON st.session_key = b.h
+)
+SELECT
+    s.session_key AS session_key,
+    s.ua_family AS ua_family,
+    s.origin AS origin,
+    s.was_minted AS was_minted,
+    s.was_used AS was_used,
+    s.is_stale AS is_stale,
+    -- recovered by a re-mint or re-initialize at or after its last refused miss
+    s.is_stale AND rk.skh != 0 AND rk.rt >= s.last_refused_t - 2 AS is_recovered,
+    sb.h != 0 AS refused_before_range,
+    -- its last request failed and its client sent no initialize within window_s after it
+    s.last_failed
+        AND NOT (pi.hit = 1 AND round((pi.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6))
+        AND NOT (si.hit = 1 AND round((si.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6)) AS is_abandoned,
+    s.first_ok_t AS first_ok_t,
+    s.last_ok_t AS last_ok_t
+FROM per_session AS s
+LEFT JOIN recovered_keys AS rk ON rk.skh = s.session_key
+LEFT JOIN stale_before AS sb ON sb.h = s.session_key
+-- the client's first initialize at or after the session's last request (ASOF)
+ASOF LEFT JOIN (SELECT clienth, t, toUInt8(1) AS hit FROM proxy_inits_all) AS pi ON pi.clienth = s.p_client AND s.session_last_t <= pi.t
+ASOF LEFT JOIN server_inits AS si ON si.clienth = s.s_client AND s.session_last_t <= si.t
