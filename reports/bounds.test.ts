@@ -33,6 +33,18 @@ describe('additional clean observations to clear a target', () => {
     expect(additionalSuccessesNeeded(4, 4, 0.99)).toBe(295);
     expect(additionalSuccessesNeeded(400, 400, 0.99)).toBe(0);
   });
+  it('refuses a target outside (0, 1), with or without failures', () => {
+    for (const target of [0, -1, 1, 1.5, Number.NaN]) {
+      expect(() => additionalSuccessesNeeded(3, 4, target)).toThrow(/target must be in \(0, 1\)/);
+      expect(() => additionalSuccessesNeeded(4, 4, target)).toThrow(/target must be in \(0, 1\)/);
+    }
+  });
+  it('needs one more success where the bound of m equals the target exactly', () => {
+    // 0.05^(1/5) in floating point: 5 successes reach it but do not clear it
+    const target = clopperPearsonLower(5, 5);
+    expect(successesNeeded(target)).toBe(6);
+    expect(clopperPearsonLower(6, 6)).toBeGreaterThan(target);
+  });
   it('is the smallest k whose bound clears the target when there were failures', () => {
     const k = additionalSuccessesNeeded(2, 3, 0.99);
     expect(clopperPearsonLower(2 + k, 3 + k)).toBeGreaterThan(0.99);

@@ -30,7 +30,8 @@ export function binomialUpperTail(x: number, n: number, p: number): number {
  * One-sided lower confidence bound of a success proportion.
  * @param successes x, an integer in [0, n]
  * @param trials n ≥ 1
- * @param confidence 1 − α, in (0, 1) (default 0.95)
+ * @param confidence 1 − α, in (0, 1) (default 0.95); the quantile is accurate to
+ *   about 1e-10 relative at 0.95 up to n = 1e12, to about 1e-6 at 0.5 beyond n = 1e9
  * @returns p_L in [0, 1]; 0 when x = 0.
  * @throws RangeError for counts out of range.
  */
@@ -52,8 +53,10 @@ export function clopperPearsonLower(successes: number, trials: number, confidenc
  */
 export function successesNeeded(target: number, confidence = 0.95): number {
   if (!(target > 0 && target < 1)) throw new RangeError('target must be in (0, 1)');
-  const n = Math.floor(Math.log(1 - confidence) / Math.log(target)) + 1;
-  return n;
+  const alpha = 1 - confidence;
+  const n = Math.floor(Math.log(alpha) / Math.log(target)) + 1;
+  // where ln α / ln target is an integer m up to rounding, α^(1/m) may equal target: not above it
+  return Math.pow(alpha, 1 / n) > target ? n : n + 1;
 }
 
 /**
@@ -69,6 +72,7 @@ export function additionalSuccessesNeeded(successes: number, trials: number, tar
   if (!Number.isInteger(successes) || !Number.isInteger(trials) || trials < 0 || successes < 0 || successes > trials) {
     throw new RangeError(`need integers 0 <= successes <= trials (got ${successes}/${trials})`);
   }
+  if (!(target > 0 && target < 1)) throw new RangeError('target must be in (0, 1)');
   if (successes === trials) return Math.max(0, successesNeeded(target, confidence) - trials);
   const clears = (k: number) => clopperPearsonLower(successes + k, trials + k, confidence) > target;
   if (clears(0)) return 0;
