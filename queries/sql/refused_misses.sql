@@ -28,13 +28,30 @@ server AS
     FROM (SELECT arrayJoin(server_rows) AS x)
 ),
 server_by_session AS (SELECT skh, groupArray(t) AS ts FROM server GROUP BY skh),
+-- the refused sessions with a 2xx before the range (the rollup proxy_sessions: an
+-- hour that starts before t_from and whose first 2xx is before it). A proxy miss is
+-- unknown_after_boot when its session had a 2xx before it, in the range
+-- (proxy_refused's ok_in_range) or before the range (here), so its reason does not
+-- depend on where the range starts. (Only this query reads it: in proxy_refused it
+-- cost `restarts` about 0.1 s.)
+(
+    SELECT groupUniqArray(ps.h)
+    FROM proxy_sessions AS ps
+    INNER JOIN (SELECT DISTINCT skh AS h FROM proxy_refused) AS r ON r.h = ps.h
+    WHERE ps.ts < {t_from:DateTime64(6, 'UTC')}
+      AND ps.first_ok < toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}) / 1e6
+      AND ({service:String} = '' OR ps.service = {service:String})
+      AND ({environment:String} = '' OR ps.environment = {environment:String})
+      AND ps.url_path IN {endpoint_paths:Array(String)}
+) AS ok_before_range,
 boots AS
 (
     SELECT arraySort(groupArray(ifNull(up_at, down_from))) AS at
     FROM proxy_restarts
 ),
 -- the proxy's misses come with their session's neighbours (proxy_refused):
--- had_ok = a 2xx on the session before the miss; next_t = the session's next
+-- a 2xx on the session before the miss (in the range, or before it: ok_before_range)
+-- makes it unknown_after_boot; next_t = the session's next
 -- request, 0 when none; inits: the initializes of the refused clients, one row
 -- each (a miss finds the first one at or after it: an ASOF join, so memory and
 -- work grow with the misses plus the initializes, not with their product when
@@ -48,7 +65,7 @@ inits AS
 proxy AS
 (
     SELECT m.t AS t, m.skh AS skh, m.http_method AS http_method, m.http_status AS http_status,
-           if(m.had_ok, 'unknown_after_boot', 'never_seen') AS reason,
+           if(m.ok_in_range OR has(ok_before_range, m.skh), 'unknown_after_boot', 'never_seen') AS reason,
            m.ok_in_range AS ok_in_range,
            multiIf(
                -- the first initialize at or after the miss is the earliest witness

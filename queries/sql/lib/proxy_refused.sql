@@ -2,15 +2,12 @@
 -- with its session's requests around it:
 --   prev_t, prev_ok  the session's previous upstream-served request (not a
 --                    proxy-generated 5xx) and whether it was a 2xx (0, 0 = none)
---   had_ok           some earlier request of the session was a 2xx, also before
---                    the range (the rollup proxy_sessions: an hour that starts
---                    before t_from and whose first 2xx is before it), so a
---                    miss's reason does not depend on where the range starts
 --   ok_in_range      some earlier request of the session in the range was a 2xx:
 --                    the session was active in the range before the miss (the
 --                    canary runs refused_misses over the life of the boot that
 --                    ended, so this tells sessions that boot served from sessions
---                    that were already stale before it)
+--                    that were already stale before it; refused_misses.sql
+--                    adds a 2xx before the range, for the miss's reason)
 --   next_t           the session's next request of any kind (0 = none)
 -- Sessions and clients are their hashed keys (skh, clienth; the strings would be
 -- read for every line). One scalar, which the engine computes once per query
@@ -84,21 +81,10 @@ WITH
         )
         LIMIT 1 BY skh, us
     ) AS n ON n.skh = m.skh AND n.us = m.us
-) AS refused_rows,
-(
-    SELECT groupUniqArray(ps.h)
-    FROM proxy_sessions AS ps
-    INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).2 AS h) AS r ON r.h = ps.h
-    WHERE ps.ts < {t_from:DateTime64(6, 'UTC')}
-      AND ps.first_ok < toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}) / 1e6
-      AND ({service:String} = '' OR ps.service = {service:String})
-      AND ({environment:String} = '' OR ps.environment = {environment:String})
-      AND ps.url_path IN {endpoint_paths:Array(String)}
-) AS ok_before_range
+) AS refused_rows
 SELECT m.x.1 AS service, m.x.2 AS skh, m.x.3 AS t, m.x.4 AS clienth, m.x.5 AS http_method, m.x.6 AS http_status,
        -- the previous upstream-served line, unpacked (0, 0: none)
        if(m.x.7 = 0, 0., bitShiftRight(m.x.7, 3) / 1e6) AS prev_t, m.x.7 != 0 AND bitTest(m.x.7, 2) AS prev_ok,
        m.x.8 = 1 AS ok_in_range,
-       ok_in_range OR has(ok_before_range, skh) AS had_ok,
        m.x.9 / 1e6 AS next_t
 FROM (SELECT arrayJoin(refused_rows) AS x) AS m
