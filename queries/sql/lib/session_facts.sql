@@ -71,16 +71,13 @@ raw_srv AS
     FROM srv
     WHERE NOT (whole_hours AND ts >= whole_from AND ts < whole_to)
 ),
--- the proxy's refused misses on a session, read once (FINAL: under the newest
--- label) from the signal rows (proxy_signal_lines.sql)
-(
-    SELECT groupArray((service, skh, clienth, t, toStartOfHour(ts)))
-    FROM proxy_signal_lines
-    WHERE refused AND skh != 0
-) AS refused_rows,
+-- the proxy's refused misses on a session (FINAL: under the newest label), from
+-- the signal rows (proxy_signal_lines.sql)
 refused AS
 (
-    SELECT x.1 AS service, x.2 AS skh, x.3 AS clienth, x.4 AS t, x.5 AS hour FROM (SELECT arrayJoin(refused_rows) AS x)
+    SELECT skh, clienth, t
+    FROM proxy_signal_lines
+    WHERE refused AND skh != 0
 ),
 -- the proxy's initializes: (minted key, client, t), read once
 (
