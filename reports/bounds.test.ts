@@ -1,5 +1,19 @@
 import { describe, expect, it } from 'vitest';
-import { additionalSuccessesNeeded, binomialUpperTail, clopperPearsonLower, successesNeeded } from './bounds.ts';
+import { additionalSuccessesNeeded, clopperPearsonLower, successesNeeded } from './bounds.ts';
+
+/**
+ * P(X ≥ x) for X ~ Binomial(n, p), summed term by term from k = n down (independent of
+ * the beta quantile under test; p^n must not underflow, as for the cases below).
+ */
+function binomialUpperTail(x: number, n: number, p: number): number {
+  let term = Math.pow(p, n); // P(X = n)
+  let total = 0;
+  for (let k = n; k >= x; k--) {
+    total += term;
+    term *= (k / (n - k + 1)) * ((1 - p) / p); // P(X = k - 1)
+  }
+  return total;
+}
 
 describe('Clopper–Pearson one-sided 95% lower bound', () => {
   it('4 clean deploys of 4 support only a 47.3% lower bound', () => {
@@ -18,8 +32,9 @@ describe('Clopper–Pearson one-sided 95% lower bound', () => {
     expect(clopperPearsonLower(0, 10)).toBe(0);
   });
   it('inverts the binomial tail: P(X >= x | p_L) = alpha', () => {
-    const p = clopperPearsonLower(37, 60);
-    expect(binomialUpperTail(37, 60, p)).toBeCloseTo(0.05, 6);
+    for (const [x, n] of [[37, 60], [1, 2], [95, 100], [990, 1000]] as const) {
+      expect(binomialUpperTail(x, n, clopperPearsonLower(x, n)), `${x}/${n}`).toBeCloseTo(0.05, 9);
+    }
   });
   it('refuses impossible counts', () => {
     expect(() => clopperPearsonLower(5, 4)).toThrow(RangeError);

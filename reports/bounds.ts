@@ -7,24 +7,7 @@
  * of Beta(x, n − x + 1), since P(X ≥ x | n, p) = I_p(x, n − x + 1).
  */
 
-import betainc from '@stdlib/math-base-special-betainc';
 import betaQuantile from '@stdlib/stats-base-dists-beta-quantile';
-
-/**
- * P(X ≥ x) for X ~ Binomial(n, p): the regularized incomplete beta function
- * I_p(x, n − x + 1) (the identity behind the Clopper–Pearson interval; Abramowitz &
- * Stegun 26.5.24), evaluated by stdlib's betainc (a port of Boost's ibeta), in time
- * that does not grow with n.
- * @param x successes, n trials (integers), p in [0, 1]
- * @returns the probability in [0, 1]
- */
-export function binomialUpperTail(x: number, n: number, p: number): number {
-  if (x <= 0) return 1;
-  if (x > n) return 0;
-  if (p <= 0) return 0;
-  if (p >= 1) return 1;
-  return betainc(p, x, n - x + 1);
-}
 
 /**
  * One-sided lower confidence bound of a success proportion.
