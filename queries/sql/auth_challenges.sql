@@ -24,120 +24,82 @@ challenges AS
     SELECT x.1 AS ts, x.2 AS t, x.3 AS user_agent, x.4 AS challenge_class, x.5 AS http_status, x.6 AS is_server, x.7 AS clienth, x.8 AS skh
     FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
--- The 2xx are read in one pass. Each 2xx finds, by ASOF joins against the
--- challenges (small), the latest challenge of its client and of its session at
--- or before it, and is grouped under that challenge's time ("at"; 0 = none):
---   kind 1, per client and at > 0: the first 2xx (min_t) and the first one
---           strictly after at (after_t; inf = none)
---   kind 2, per challenged session and at: the same, and the last 2xx (max_t)
--- The first 2xx strictly after a challenge at t then comes from its own group
--- and the groups after it (a suffix minimum over each client's or session's
--- groups, below); no join builds a table of every 2xx.
-client_ch AS (SELECT DISTINCT is_server, clienth, t, toUInt8(1) AS hit FROM challenges),
-session_ch AS (SELECT DISTINCT skh, t, toUInt8(1) AS hit FROM challenges WHERE skh != 0),
+-- The 2xx are read in one pass, only those of challenged clients and sessions.
+-- Each client's and each challenged session's 2xx and challenges become one
+-- sorted array of µs << 1 | is_challenge (a 2xx sorts before a challenge of the
+-- same µs, so "after" is strictly after); arrayReverseFill then gives every
+-- challenge the next 2xx in one linear pass over its key's array (a merge, not a
+-- join: no table of every 2xx is built, and no join probes one per 2xx).
+client_keys AS (SELECT DISTINCT is_server, clienth FROM challenges),
+session_keys AS (SELECT DISTINCT skh FROM challenges WHERE skh != 0),
 per_client AS
 (
-    SELECT is_server, clienth, count() AS n, min(t) AS first_t, max(t) AS last_t
+    SELECT is_server, clienth, count() AS n, max(toUnixTimestamp64Micro(ts)) AS last_us
     FROM challenges
     GROUP BY is_server, clienth
 ),
 ok_rows AS
 (
-    SELECT toUInt8(0) AS is_server, clienth, skh, t FROM proxy_lines WHERE ok
+    SELECT toUInt8(0) AS is_server, clienth, skh, ts FROM proxy_lines WHERE ok
     UNION ALL
-    SELECT toUInt8(1) AS is_server, clienth, skh, t FROM server_requests
+    SELECT toUInt8(1) AS is_server, clienth, skh, ts FROM server_requests
     WHERE ok AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
--- the groups, read once (a scalar: several parts below use them)
+-- kind 1: a client (is_server, clienth); kind 2: a challenged session (skh)
+keyed AS
 (
-    SELECT groupArray((g.kind, g.key, g.is_server, g.at, g.min_t, g.after_t, g.max_t))
+    SELECT kind, is_server, key, arraySort(groupArray(v)) AS vs
     FROM
     (
-        SELECT mk.1 AS kind, mk.2 AS key, mk.3 AS is_server, mk.4 AS at,
-               min(t) AS min_t, if(countIf(t > at) = 0, inf, minIf(t, t > at)) AS after_t, max(t) AS max_t
-        FROM
-        (
-            SELECT o.t AS t,
-                   arrayJoin(arrayFilter(x -> x.1 != 0, [
-                       (if(cc.hit = 1, 1, 0), o.clienth, o.is_server, cc.t),
-                       (if(o.skh != 0, 2, 0), o.skh, toUInt8(0), sc.t)])) AS mk
-            FROM ok_rows AS o
-            ASOF LEFT JOIN client_ch AS cc ON cc.is_server = o.is_server AND cc.clienth = o.clienth AND cc.t <= o.t
-            ASOF LEFT JOIN session_ch AS sc ON sc.skh = o.skh AND sc.t <= o.t
-            WHERE cc.hit = 1 OR o.skh != 0
-        )
-        GROUP BY kind, key, is_server, at
-    ) AS g
-    -- kind 2 of challenged sessions only (a join, not an IN: see proxy_refused.sql)
-    LEFT JOIN (SELECT DISTINCT skh, toUInt8(1) AS hit FROM session_ch) AS s ON s.skh = g.key
-    WHERE g.kind = 1 OR s.hit = 1
-) AS ok_groups,
-client_groups AS
-(
-    SELECT x.2 AS clienth, x.3 AS is_server, x.4 AS at, x.5 AS min_t, x.6 AS after_t
-    FROM (SELECT arrayJoin(ok_groups) AS x) WHERE x.1 = 1
-),
-session_groups AS
-(
-    SELECT x.2 AS skh, x.4 AS at, x.5 AS min_t, x.6 AS after_t, x.7 AS max_t
-    FROM (SELECT arrayJoin(ok_groups) AS x) WHERE x.1 = 2
-),
--- A challenge at t finds the first group at or after t (ASOF). If that group is
--- its own (at = t), its next 2xx is the group's first one strictly after t, or a
--- later group's first (next_same); if the group is a later challenge's (at > t),
--- every 2xx in it is after t, so the group's first (next_later). later_min: the
--- least first 2xx of the groups after this one (NULL: none).
-client_next AS
-(
-    SELECT is_server, clienth, at,
-           least(after_t, ifNull(later_min, inf)) AS next_same,
-           least(min_t, ifNull(later_min, inf)) AS next_later
-    FROM
-    (
-        SELECT is_server, clienth, at, min_t, after_t,
-               minOrNull(min_t) OVER (PARTITION BY is_server, clienth ORDER BY at DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS later_min
-        FROM client_groups
+        SELECT 1 AS kind, o.is_server AS is_server, o.clienth AS key, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts)), 1) AS v
+        FROM ok_rows AS o WHERE (o.is_server, o.clienth) IN client_keys
+        UNION ALL
+        SELECT 2, toUInt8(0), o.skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts)), 1)
+        FROM ok_rows AS o WHERE o.skh IN session_keys
+        UNION ALL
+        SELECT 1, is_server, clienth, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts)), 1) + 1 FROM challenges
+        UNION ALL
+        SELECT 2, toUInt8(0), skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts)), 1) + 1 FROM challenges WHERE skh != 0
     )
+    GROUP BY kind, is_server, key
 ),
--- a loop needs no 2xx of the client between its first and last challenge: every
--- 2xx of a client's groups is at or after its first challenge, so the first of
--- them is the first 2xx at or after it
-client_first AS (SELECT is_server, clienth, min(min_t) AS first_ok FROM client_groups GROUP BY is_server, clienth),
--- a session's first and last 2xx: a 2xx before or after a challenge is a
--- comparison with them
-session_span AS (SELECT skh, min(min_t) AS first_ok, max(max_t) AS last_ok FROM session_groups GROUP BY skh),
-session_next AS
+-- one row per key and challenge µs: next_us, the first 2xx strictly after it (0:
+-- none); per key, first_ok_us and last_ok_us, its first and last 2xx, and
+-- ok_from_first_us, its first 2xx at or after its first challenge (µs; 0: none)
+nexts AS
 (
-    SELECT skh, at,
-           least(after_t, ifNull(later_min, inf)) AS next_same,
-           least(min_t, ifNull(later_min, inf)) AS next_later
-    FROM
-    (
-        SELECT skh, at, min_t, after_t,
-               minOrNull(min_t) OVER (PARTITION BY skh ORDER BY at DESC ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS later_min
-        FROM session_groups WHERE at > 0
-    )
+    SELECT kind, is_server, key,
+           bitShiftRight(arrayFirst(v -> NOT bitTest(v, 0), vs), 1) AS first_ok_us,
+           bitShiftRight(arrayLast(v -> NOT bitTest(v, 0), vs), 1) AS last_ok_us,
+           arrayFirst(v -> bitTest(v, 0), vs) AS first_ch_v,
+           bitShiftRight(arrayFirst(v -> NOT bitTest(v, 0) AND v + 1 >= first_ch_v, vs), 1) AS ok_from_first_us,
+           arrayJoin(arrayFilter(z -> bitTest(z.1, 0), arrayZip(vs, arrayReverseFill(v -> NOT bitTest(v, 0), vs)))) AS ch_next,
+           toInt64(bitShiftRight(ch_next.1, 1)) AS ch_us,
+           if(bitTest(ch_next.2, 0), toInt64(0), toInt64(bitShiftRight(ch_next.2, 1))) AS next_us
+    FROM keyed
+    LIMIT 1 BY kind, is_server, key, ch_us
 ),
+client_next AS (SELECT is_server, key AS clienth, ch_us, next_us, ok_from_first_us FROM nexts WHERE kind = 1),
+session_next AS (SELECT key AS skh, ch_us, next_us, first_ok_us, last_ok_us FROM nexts WHERE kind = 2),
 judged AS
 (
     SELECT
         c.ts AS ts, c.user_agent AS user_agent, c.challenge_class AS challenge_class, c.http_status AS http_status,
-        c.skh != 0 AND ss.skh != 0 AND ss.first_ok < c.t AS session_ok_before,
-        c.skh != 0 AND ss.skh != 0 AND ss.last_ok > c.t AS session_ok_after,
+        toUnixTimestamp64Micro(c.ts) AS c_us,
+        c.skh != 0 AND sn.first_ok_us != 0 AND sn.first_ok_us < c_us AS session_ok_before,
+        c.skh != 0 AND sn.last_ok_us > c_us AS session_ok_after,
         multiIf(
-            pc.n >= {loop_min:UInt32} AND NOT (cf.clienth != 0 AND cf.first_ok <= pc.last_t) AND NOT session_ok_before, 'loop',
-            (cn.clienth != 0 AND round((if(cn.at = c.t, cn.next_same, cn.next_later) - c.t) * 1e6) <= round({auth_window_s:Float64} * 1e6))
-                OR (session_ok_after AND round((if(sn.at = c.t, sn.next_same, sn.next_later) - c.t) * 1e6) <= round({auth_window_s:Float64} * 1e6)), 'benign',
+            pc.n >= {loop_min:UInt32} AND NOT (cn.ok_from_first_us != 0 AND cn.ok_from_first_us <= pc.last_us) AND NOT session_ok_before, 'loop',
+            (cn.next_us != 0 AND cn.next_us - c_us <= round({auth_window_s:Float64} * 1e6))
+                OR (session_ok_after AND sn.next_us - c_us <= round({auth_window_s:Float64} * 1e6)), 'benign',
             session_ok_before AND NOT session_ok_after, 'lost',
             'unresolved') AS verdict
     FROM challenges AS c
     LEFT JOIN per_client AS pc ON pc.is_server = c.is_server AND pc.clienth = c.clienth
-    LEFT JOIN client_first AS cf ON cf.is_server = c.is_server AND cf.clienth = c.clienth
-    ASOF LEFT JOIN client_next AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.at >= c.t
-    LEFT JOIN session_span AS ss ON ss.skh = c.skh
-    ASOF LEFT JOIN session_next AS sn ON sn.skh = c.skh AND sn.at >= c.t
+    LEFT JOIN client_next AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.ch_us = toUnixTimestamp64Micro(c.ts)
+    LEFT JOIN session_next AS sn ON sn.skh = c.skh AND sn.ch_us = toUnixTimestamp64Micro(c.ts)
 )
 SELECT
     toStartOfHour(ts) AS hour,
