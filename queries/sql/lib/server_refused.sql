@@ -5,7 +5,9 @@
 -- later), nothing. window_s includes its end, to the microsecond (compared as
 -- whole microseconds, as in refused_misses.sql). Read from server_requests
 -- (schema/migrations/0007), joined on its hashed ids. The refused misses and
--- their own arrivals are read once each (scalars); of the other arrivals only
+-- their own arrivals are read once each (scalars; a miss's client is its own user
+-- agent and principal, else, where it lacks either, its arrival's: the collector
+-- stamps both with the request's, another producer may not); of the other arrivals only
 -- the last one of each refused session and the initializes of the refused
 -- clients are read, each joined to the refused keys rather than filtered by an
 -- IN: with no subquery set in it, a scalar over this fragment (refused_misses
@@ -24,12 +26,14 @@ srv AS
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
 (
-    SELECT groupArray((service, toString(boot_id), session_key, skh, toString(reason), http_status, t, arh, clienth))
+    SELECT groupArray((service, toString(boot_id), session_key, skh, toString(reason), http_status, t, arh, clienth, own_client))
     FROM
     (
         -- FINAL keeps one copy per (ts, event_id); a copy of an event stamped with
         -- another time is dropped here (the misses are counted)
-        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth FROM server_signal_rows
+        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth,
+               user_agent != '' AND principal_key != '' AS own_client
+        FROM server_signal_rows
         WHERE refused
         LIMIT 1 BY event_id
     )
@@ -44,7 +48,7 @@ judged AS
 (
     SELECT x.1 AS service, x.2 AS boot_id, x.3 AS sk, x.4 AS skh, x.5 AS reason, x.6 AS http_status, x.7 AS t,
            a.2 AS http_method, a.3 AS mcp_method,
-           if(a.1 != 0, a.4, x.9) AS clienth
+           if(x.10 OR a.1 = 0, x.9, a.4) AS clienth
     FROM (SELECT arrayJoin(refused_rows) AS x) AS r
     LEFT JOIN (SELECT arrayJoin(refused_arrival_rows) AS a) AS ra ON ra.a.1 = r.x.8 AND r.x.8 != 0
 ),

@@ -115,8 +115,10 @@ remint_candidates AS
     WHERE round((i.t - m.t) * 1e6) <= round({window_s:Float64} * 1e6)
     GROUP BY m.skh
 ),
+-- (arh: the arrival to take the client from, where the miss lacks a user agent or
+-- principal, as server_refused.sql; 0: the miss's own client)
 (
-    SELECT groupArray((skh, t, arh, clienth)) FROM server_signal_rows WHERE refused
+    SELECT groupArray((skh, t, if(user_agent = '' OR principal_key = '', arh, toUInt128(0)), clienth)) FROM server_signal_rows WHERE refused
 ) AS server_refused_array,
 server_refused_rows AS
 (
@@ -124,8 +126,9 @@ server_refused_rows AS
 ),
 server_reinit AS
 (
-    -- server_refused.sql's next = 'initialize': the client (of the refused
-    -- arrival, else of the refused miss) initialized within window_s after it
+    -- server_refused.sql's next = 'initialize': the client (of the refused miss,
+    -- else of its arrival) initialized within window_s after it; the arrivals are
+    -- read only for misses without a client of their own
     SELECT q.skh AS skh, q.t AS t
     FROM
     (
