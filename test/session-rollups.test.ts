@@ -7,6 +7,7 @@ import { runQuery } from '../queries/index.ts';
 import { applyRetention, loadMigrations, migrate, openStore, type Store } from '../store/index.ts';
 import { T0_MICROS } from './fixtures/proxy-scenario.ts';
 import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
+import { ServerScenario } from './fixtures/server-scenario.ts';
 
 // session_continuity reads whole hours from the per-session rollups of
 // schema/migrations/0008 (proxy_sessions, server_sessions) and the hours its range
@@ -85,6 +86,46 @@ describe('the session rollups (migration 0008)', () => {
     for (const service of ['s8', 's9b']) {
       expect(await continuity({ service }), service).toEqual(await continuity({ service, t_from: hour(4, 10), t_to: hour(5, 55) }));
     }
+  });
+
+  it('hold each session’s latest arrival (0013), and refused_misses gives the rows’ answer whatever hours the range cuts', async () => {
+    // the backfill (and the view since) against the rows, per hour and session
+    const fromRows = await store.query<{ n: number; latest: number }>(
+      `SELECT count() AS n, sum(last_t) AS latest FROM (SELECT skh, max(t) AS last_t FROM server_requests
+       WHERE event_type = 'arrival' AND skh != 0 GROUP BY toStartOfHour(ts), service, environment, boot_id, skh)`,
+    );
+    const fromRollup = await store.query<{ n: number; latest: number }>(
+      `SELECT count() AS n, sum(last_t) AS latest FROM (SELECT h, max(last_arrival) AS last_t FROM server_sessions
+       WHERE h != 0 GROUP BY ts, service, environment, boot_id, h HAVING last_t > 0)`,
+    );
+    expect(fromRows[0]!.n).toBeGreaterThan(0);
+    expect(fromRollup).toEqual(fromRows);
+    // a miss at 04:58 whose session arrives again at 05:03, in the next hour, and one
+    // at 05:30 whose session never does
+    const s = new ServerScenario('last-arrival');
+    s.boot(600);
+    s.session('la-1', 3000, 3);
+    s.refused(3480, 'la-1', 'unknown_after_boot');
+    s.request(3780, { sid: 'la-1', status: 404, outcome: 'refused', resolution: 'refused' });
+    s.session('la-2', 5000, 3);
+    s.refused(5400, 'la-2', 'unknown_after_boot');
+    await store.insertJsonEachRow('events', body(s.events), { dedupToken: 'last-arrival' });
+    const misses = (params: Record<string, unknown>) =>
+      runQuery<Record<string, unknown>>(store, 'refused_misses', { service: 'last-arrival', ...params }).then((rows) => rows.map((r) => [r.next, Number(r.misses)]));
+    const raw = await misses({ t_from: hour(4, 10), t_to: hour(5, 55) });
+    expect(raw).toEqual([
+      ['nothing', 1],
+      ['same_session_again', 1],
+    ]);
+    for (const [from, to] of [
+      [hour(4), hour(6)], // both hours whole: the rollup only
+      [hour(4, 10), hour(6)], // 04:10-05:00 from the rows, 05:00-06:00 whole
+      [hour(4), hour(5, 55)], // 04:00-05:00 whole, 05:00-05:55 from the rows
+    ]) {
+      expect(await misses({ t_from: from, t_to: to }), `${from} - ${to}`).toEqual(raw);
+    }
+    // a range that ends before the session arrived again: nothing came next in it
+    expect(await misses({ t_from: hour(4), t_to: hour(5) })).toEqual([['nothing', 1]]);
   });
 
   it('do not count a retried batch or a copy of an event twice', async () => {

@@ -16,6 +16,11 @@
 -- the initializes come from the signal rows (server_signal_rows.sql).
 -- requires: server_signal_rows
 WITH
+-- the hours the range covers whole, [refused_hour_lo, refused_hour_hi) in seconds
+-- (as session_facts.sql reads its rollups)
+intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0) + 3599999999, 3600000000) * 3600 AS refused_hour_lo,
+least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600, 4294965600) AS refused_hour_hi,
+refused_hour_lo < refused_hour_hi AS refused_whole_hours,
 -- the server's requests in the range and scope (inlined where read: each reader's
 -- filter and columns reach the scan)
 srv AS
@@ -52,13 +57,28 @@ judged AS
     FROM (SELECT arrayJoin(refused_rows) AS x) AS r
     LEFT JOIN (SELECT arrayJoin(refused_arrival_rows) AS a) AS ra ON ra.a.1 = r.x.8 AND r.x.8 != 0
 ),
+-- each refused session's latest arrival: the whole hours from the rollup
+-- (server_sessions.last_arrival, schema/migrations/0013), the hours the range cuts
+-- from the rows (bounds on the rows' DateTime64 key are DateTime64: see
+-- test/queries-datetime-bounds.test.ts)
 session_last AS
 (
-    SELECT a.skh AS skh, max(a.t) AS last_t
-    FROM srv AS a
-    INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).4 AS skh) AS r ON r.skh = a.skh
-    WHERE a.event_type = 'arrival'
-    GROUP BY a.skh
+    SELECT a.h AS skh, max(a.last_t) AS last_t
+    FROM
+    (
+        SELECT h, last_arrival AS last_t FROM server_sessions
+        WHERE refused_whole_hours AND ts >= toDateTime(refused_hour_lo, 'UTC') AND ts < toDateTime(refused_hour_hi, 'UTC')
+          AND ({service:String} = '' OR service = {service:String})
+          AND ({environment:String} = '' OR environment = {environment:String})
+          AND last_arrival > 0
+        UNION ALL
+        SELECT skh AS h, t AS last_t FROM srv
+        WHERE event_type = 'arrival'
+          AND NOT (refused_whole_hours AND ts >= fromUnixTimestamp64Micro(refused_hour_lo * 1000000, 'UTC')
+                   AND ts < fromUnixTimestamp64Micro(refused_hour_hi * 1000000, 'UTC'))
+    ) AS a
+    INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).4 AS skh) AS r ON r.skh = a.h
+    GROUP BY a.h
 ),
 -- the refused clients' initializes, one row each: a miss finds the first one
 -- after it (ASOF), so a client with thousands of sessions costs its rows, not
