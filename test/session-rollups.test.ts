@@ -50,6 +50,10 @@ describe('the session rollups (migration 0008)', () => {
     expect(await count('server_sessions')).toBeGreaterThan(0);
     // the query reads tables of later migrations too (the signal rows of 0012)
     expect((await migrate(store)).at(-1)).toBe(loadMigrations().at(-1)!.version);
+    // 0013 aggregated the rows into server_sessions a second time and merged them: one row per key
+    expect(await store.query('SELECT count() AS n, uniqExact(ts, service, environment, boot_id, h) AS keys FROM server_sessions')).toEqual([
+      { n: await count('server_sessions'), keys: await count('server_sessions') },
+    ]);
     // the whole-hour answer (from the backfilled rollups) is the rows' answer
     const rows = await continuity({ t_from: hour(4, 10), t_to: hour(5, 55) });
     expect(rows.length).toBeGreaterThan(1);

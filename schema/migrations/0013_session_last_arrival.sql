@@ -10,7 +10,11 @@
 -- The view is recreated with the column, and the store's rows are aggregated again
 -- into the rollup: every column is a max or a min, so a second aggregate of the
 -- same rows changes nothing but fills last_arrival (read without FINAL, as the
--- view reads server_requests, like 0008's backfill of this table).
+-- view reads server_requests, like 0008's backfill of this table). That second
+-- aggregate is a second row per session and hour until the parts merge, and every
+-- reader of the rollup would read twice the rows (at 10M events 1.36M instead of
+-- 0.67M, and `restarts` and `session_continuity` about 0.3 s slower), so the
+-- migration merges them at once (OPTIMIZE ... FINAL: about 2 s at 10M events).
 ALTER TABLE server_sessions ADD COLUMN IF NOT EXISTS last_arrival SimpleAggregateFunction(max, Float64);
 
 DROP VIEW IF EXISTS server_sessions_mv;
@@ -57,3 +61,5 @@ ARRAY JOIN [(skh, toUInt8(0)), (mkh, toUInt8(1))] AS k
 WHERE k.2 = 0 OR (k.1 != 0 AND event_type = 'settlement')
 GROUP BY ts, service, environment, boot_id, h
 SETTINGS max_insert_threads = 1;
+
+OPTIMIZE TABLE server_sessions FINAL;
