@@ -24,14 +24,13 @@ challenges AS
     SELECT x.1 AS ts, x.2 AS t, x.3 AS user_agent, x.4 AS challenge_class, x.5 AS http_status, x.6 AS is_server, x.7 AS clienth, x.8 AS skh
     FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
--- The 2xx are read in one pass, only those of challenged clients and sessions.
--- Each client's and each challenged session's 2xx and challenges become one
--- sorted array of µs << 1 | is_challenge (a 2xx sorts before a challenge of the
--- same µs, so "after" is strictly after); arrayReverseFill then gives every
--- challenge the next 2xx in one linear pass over its key's array (a merge, not a
--- join: no table of every 2xx is built, and no join probes one per 2xx).
-client_keys AS (SELECT DISTINCT is_server, clienth FROM challenges),
-session_keys AS (SELECT DISTINCT skh FROM challenges WHERE skh != 0),
+-- The 2xx are read in one pass. Each client's and each session's 2xx and
+-- challenges become one sorted array of µs << 1 | is_challenge (a 2xx sorts
+-- before a challenge of the same µs, so "after" is strictly after; µs is never
+-- negative: the tables' 90-day TTL drops older rows at insert, as in
+-- proxy_refused.sql); arrayReverseFill then gives every challenge the next 2xx in
+-- one linear pass over its key's array (a merge, not a join: no table of every
+-- 2xx is built, and no join probes one per 2xx).
 per_client AS
 (
     SELECT is_server, clienth, count() AS n, max(toUnixTimestamp64Micro(ts)) AS last_us
@@ -47,23 +46,26 @@ ok_rows AS
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
--- kind 1: a client (is_server, clienth); kind 2: a challenged session (skh)
+-- kind 1: a client (is_server, clienth); kind 2: a session (skh); only the keys
+-- with a challenge are kept (a filter of the 2xx by the challenged keys cost
+-- more than it saved: sets built per query, at least as slow over the whole range)
 keyed AS
 (
-    SELECT kind, is_server, key, arraySort(groupArray(v)) AS vs
+    SELECT kind, is_server, key, arraySort(groupArray(v)) AS vs, max(bitTest(v, 0)) AS has_challenge
     FROM
     (
         SELECT 1 AS kind, o.is_server AS is_server, o.clienth AS key, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts)), 1) AS v
-        FROM ok_rows AS o WHERE (o.is_server, o.clienth) IN client_keys
+        FROM ok_rows AS o
         UNION ALL
         SELECT 2, toUInt8(0), o.skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts)), 1)
-        FROM ok_rows AS o WHERE o.skh IN session_keys
+        FROM ok_rows AS o WHERE o.skh != 0
         UNION ALL
         SELECT 1, is_server, clienth, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts)), 1) + 1 FROM challenges
         UNION ALL
         SELECT 2, toUInt8(0), skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts)), 1) + 1 FROM challenges WHERE skh != 0
     )
     GROUP BY kind, is_server, key
+    HAVING has_challenge
 ),
 -- one row per key and challenge µs: next_us, the first 2xx strictly after it (0:
 -- none); per key, first_ok_us and last_ok_us, its first and last 2xx, and
