@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery } from '../queries/index.ts';
-import { insertEvents, proxyEvents, type FixtureRequest } from './fixtures/proxy-scenario.ts';
+import { applyRetention } from '../store/index.ts';
+import { insertEvents, proxyEvents, T0_MICROS, type FixtureRequest } from './fixtures/proxy-scenario.ts';
+import { ServerScenario } from './fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 // A challenge's next 2xx is strictly after it; a loop is broken by a 2xx at or after
@@ -43,5 +45,24 @@ describe('auth_challenges: a 2xx in the same microsecond as a challenge', () => 
   it('as the first of 3 challenges breaks the loop; 1 µs before it does not', async () => {
     expect(await verdicts('loop-same')).toEqual([['unresolved', 3]]);
     expect(await verdicts('loop-1us')).toEqual([['loop', 3]]);
+  });
+});
+
+// With retention off (CONTINUITY_RETENTION_DAYS=0) no TTL drops rows before 1970,
+// whose µs are negative; the sorted arrays hold µs + 2^62, so they still sort in
+// time order (a break-it pass found a wrapped UInt64 turning this benign challenge
+// into a loop).
+describe('auth_challenges before 1970 (retention off)', () => {
+  it('judges as it does after: a 2xx on the session 5 s after the challenge makes it benign', async () => {
+    await applyRetention(t.store, 0);
+    const sc = new ServerScenario('pre-1970', { ua: 'cc/1', principal: 'p1' });
+    sc.boot(0);
+    sc.session('s1', 10, 2);
+    sc.challenge(20, 's1', 'invalid_token');
+    sc.request(25, { sid: 's1' });
+    // scenario time 0 at 1969-12-31 23:00 UTC
+    await insertEvents(t.store, sc.events.map((e) => ({ ...e, ts: (e.ts as number) - T0_MICROS - 3600e6 })));
+    const rows = await runQuery<{ verdict: string; challenges: number }>(t.store, 'auth_challenges', { service: 'pre-1970', t_from: '1900-01-01 00:00:00', t_to: '2200-01-01 00:00:00', auth_window_s: 60 });
+    expect(rows.map((r) => [r.verdict, Number(r.challenges)])).toEqual([['benign', 1]]);
   });
 });

@@ -58,3 +58,25 @@ describe("a server's refused miss is its own client's, else its arrival's", () =
     expect(await recovered('other')).toBe(0);
   });
 });
+
+// server_refused reads each refused session's latest arrival from the rollup
+// (server_sessions.last_arrival) for whole hours, but only without a service or
+// environment filter: a rollup keeps an arrival re-imported under another label
+// under its old one too, while the rows keep the newest copy once the parts merge.
+describe('a refused session’s next arrival, re-imported under another service', () => {
+  it('counts under the newest label once the rows merge, whole hours or cut', async () => {
+    const s = new ServerScenario('relabel-a', { ua: 'arrival-ua/1.0', principal: 'p1' });
+    s.boot(0);
+    s.session('R', 10, 2);
+    s.refused(40, 'R', 'unknown_after_boot');
+    const later = s.events.length;
+    s.request(50, { sid: 'R' });
+    await insertEvents(t.store, s.events);
+    await insertEvents(t.store, s.events.slice(later).map((e) => ({ ...e, service: 'relabel-b' })));
+    await t.store.command('OPTIMIZE TABLE server_requests FINAL');
+    for (const range of [{}, { t_from: '2026-11-30 04:00:00', t_to: '2026-11-30 05:00:00' }, { t_from: '2026-11-30 04:00:00.5', t_to: '2026-11-30 05:00:00' }]) {
+      const rows = await runQuery(t.store, 'refused_misses', { service: 'relabel-a', window_s: 60, ...range });
+      expect(rows.filter((r) => r.source === 'server').map((r) => [r.next, Number(r.misses)]), JSON.stringify(range)).toEqual([['nothing', 1]]);
+    }
+  });
+});

@@ -25,15 +25,17 @@ challenges AS
     FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
 -- The 2xx are read in one pass. Each client's and each session's 2xx and
--- challenges become one sorted array of µs << 1 | is_challenge (a 2xx sorts
--- before a challenge of the same µs, so "after" is strictly after; µs is never
--- negative: the tables' 90-day TTL drops older rows at insert, as in
--- proxy_refused.sql); arrayReverseFill then gives every challenge the next 2xx in
--- one linear pass over its key's array (a merge, not a join: no table of every
--- 2xx is built, and no join probes one per 2xx).
+-- challenges become one sorted array of us << 1 | is_challenge (a 2xx sorts
+-- before a challenge of the same µs, so "after" is strictly after);
+-- arrayReverseFill then gives every challenge the next 2xx in one linear pass over
+-- its key's array (a merge, not a join: no table of every 2xx is built, and no
+-- join probes one per 2xx). us: the µs since the epoch plus 2^62, so that it is
+-- positive for any DateTime64(6) (before 1970 too: with retention off no TTL drops
+-- those rows) and 0 can mean "none"; differences of us are differences of µs.
+toInt64(4611686018427387904) AS us_offset,
 per_client AS
 (
-    SELECT is_server, clienth, count() AS n, max(toUnixTimestamp64Micro(ts)) AS last_us
+    SELECT is_server, clienth, count() AS n, max(toUInt64(toUnixTimestamp64Micro(ts) + us_offset)) AS last_us
     FROM challenges
     GROUP BY is_server, clienth
 ),
@@ -54,22 +56,22 @@ keyed AS
     SELECT kind, is_server, key, arraySort(groupArray(v)) AS vs, max(bitTest(v, 0)) AS has_challenge
     FROM
     (
-        SELECT 1 AS kind, o.is_server AS is_server, o.clienth AS key, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts)), 1) AS v
+        SELECT 1 AS kind, o.is_server AS is_server, o.clienth AS key, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts) + us_offset), 1) AS v
         FROM ok_rows AS o
         UNION ALL
-        SELECT 2, toUInt8(0), o.skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts)), 1)
+        SELECT 2, toUInt8(0), o.skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts) + us_offset), 1)
         FROM ok_rows AS o WHERE o.skh != 0
         UNION ALL
-        SELECT 1, is_server, clienth, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts)), 1) + 1 FROM challenges
+        SELECT 1, is_server, clienth, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts) + us_offset), 1) + 1 FROM challenges
         UNION ALL
-        SELECT 2, toUInt8(0), skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts)), 1) + 1 FROM challenges WHERE skh != 0
+        SELECT 2, toUInt8(0), skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts) + us_offset), 1) + 1 FROM challenges WHERE skh != 0
     )
     GROUP BY kind, is_server, key
     HAVING has_challenge
 ),
--- one row per key and challenge µs: next_us, the first 2xx strictly after it (0:
+-- one row per key and challenge us: next_us, the first 2xx strictly after it (0:
 -- none); per key, first_ok_us and last_ok_us, its first and last 2xx, and
--- ok_from_first_us, its first 2xx at or after its first challenge (µs; 0: none)
+-- ok_from_first_us, its first 2xx at or after its first challenge (us; 0: none)
 nexts AS
 (
     SELECT kind, is_server, key,
@@ -89,7 +91,7 @@ judged AS
 (
     SELECT
         c.ts AS ts, c.user_agent AS user_agent, c.challenge_class AS challenge_class, c.http_status AS http_status,
-        toUnixTimestamp64Micro(c.ts) AS c_us,
+        toUnixTimestamp64Micro(c.ts) + us_offset AS c_us,
         c.skh != 0 AND sn.first_ok_us != 0 AND sn.first_ok_us < c_us AS session_ok_before,
         c.skh != 0 AND sn.last_ok_us > c_us AS session_ok_after,
         multiIf(
@@ -100,8 +102,8 @@ judged AS
             'unresolved') AS verdict
     FROM challenges AS c
     LEFT JOIN per_client AS pc ON pc.is_server = c.is_server AND pc.clienth = c.clienth
-    LEFT JOIN client_next AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.ch_us = toUnixTimestamp64Micro(c.ts)
-    LEFT JOIN session_next AS sn ON sn.skh = c.skh AND sn.ch_us = toUnixTimestamp64Micro(c.ts)
+    LEFT JOIN client_next AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.ch_us = toUnixTimestamp64Micro(c.ts) + us_offset
+    LEFT JOIN session_next AS sn ON sn.skh = c.skh AND sn.ch_us = toUnixTimestamp64Micro(c.ts) + us_offset
 )
 SELECT
     toStartOfHour(ts) AS hour,
