@@ -5,8 +5,8 @@
 --               and not on an established session (that one is lost, below)
 --   benign:     the same client (proxy: address + user agent; server: user agent
 --               + principal) or session got a 2xx within auth_window_s after
---               (its end included, to the microsecond: the float seconds are
---               compared as whole microseconds, as in refused_misses.sql)
+--               (its end included, to the microsecond: times are compared as
+--               whole microseconds)
 --   lost:       an established session (it had a 2xx before) that never
 --               succeeds again in the range
 --   unresolved: none of the above
@@ -18,10 +18,10 @@
 -- requires: proxy_lines, auth_challenge_rows
 WITH
 -- the challenges, read once (several parts below use them)
-(SELECT groupArray((ts, t, user_agent, challenge_class, http_status, is_server, clienth, skh)) FROM auth_challenge_rows) AS challenge_rows,
+(SELECT groupArray((ts, user_agent, challenge_class, http_status, is_server, clienth, skh)) FROM auth_challenge_rows) AS challenge_rows,
 challenges AS
 (
-    SELECT x.1 AS ts, x.2 AS t, x.3 AS user_agent, x.4 AS challenge_class, x.5 AS http_status, x.6 AS is_server, x.7 AS clienth, x.8 AS skh
+    SELECT x.1 AS ts, x.2 AS user_agent, x.3 AS challenge_class, x.4 AS http_status, x.5 AS is_server, x.6 AS clienth, x.7 AS skh
     FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
 -- The 2xx are read in one pass. Each client's and each session's 2xx and
