@@ -21,7 +21,8 @@ WITH
 (SELECT groupArray((ts, user_agent, challenge_class, http_status, is_server, clienth, skh)) FROM auth_challenge_rows) AS challenge_rows,
 challenges AS
 (
-    SELECT x.1 AS ts, x.2 AS user_agent, x.3 AS challenge_class, x.4 AS http_status, x.5 AS is_server, x.6 AS clienth, x.7 AS skh
+    SELECT x.1 AS ts, x.2 AS user_agent, x.3 AS challenge_class, x.4 AS http_status, x.5 AS is_server, x.6 AS clienth, x.7 AS skh,
+           toUInt64(toUnixTimestamp64Micro(ts)) AS us
     FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
 -- The 2xx are read in one pass. Each client's and each session's 2xx and
@@ -29,21 +30,20 @@ challenges AS
 -- before a challenge of the same µs, so "after" is strictly after);
 -- arrayReverseFill then gives every challenge the next 2xx in one linear pass over
 -- its key's array (a merge, not a join: no table of every 2xx is built, and no
--- join probes one per 2xx). us: the µs since the epoch plus 2^62, so that it is
--- positive for any DateTime64(6) (before 1970 too: with retention off no TTL drops
--- those rows) and 0 can mean "none"; differences of us are differences of µs.
-toInt64(4611686018427387904) AS us_offset,
+-- join probes one per 2xx). us: µs since the epoch, never 0 or negative (the
+-- contract refuses an event before 2000, schema/events/envelope.ts), so 0 can
+-- mean "none".
 per_client AS
 (
-    SELECT is_server, clienth, count() AS n, max(toUInt64(toUnixTimestamp64Micro(ts) + us_offset)) AS last_us
+    SELECT is_server, clienth, count() AS n, max(us) AS last_us
     FROM challenges
     GROUP BY is_server, clienth
 ),
 ok_rows AS
 (
-    SELECT toUInt8(0) AS is_server, clienth, skh, ts FROM proxy_lines WHERE ok
+    SELECT toUInt8(0) AS is_server, clienth, skh, toUInt64(toUnixTimestamp64Micro(ts)) AS us FROM proxy_lines WHERE ok
     UNION ALL
-    SELECT toUInt8(1) AS is_server, clienth, skh, ts FROM server_requests
+    SELECT toUInt8(1) AS is_server, clienth, skh, toUInt64(toUnixTimestamp64Micro(ts)) AS us FROM server_requests
     WHERE ok AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
@@ -56,15 +56,15 @@ keyed AS
     SELECT kind, is_server, key, arraySort(groupArray(v)) AS vs, max(bitTest(v, 0)) AS has_challenge
     FROM
     (
-        SELECT 1 AS kind, o.is_server AS is_server, o.clienth AS key, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts) + us_offset), 1) AS v
+        SELECT 1 AS kind, o.is_server AS is_server, o.clienth AS key, bitShiftLeft(o.us, 1) AS v
         FROM ok_rows AS o
         UNION ALL
-        SELECT 2, toUInt8(0), o.skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(o.ts) + us_offset), 1)
+        SELECT 2, toUInt8(0), o.skh, bitShiftLeft(o.us, 1)
         FROM ok_rows AS o WHERE o.skh != 0
         UNION ALL
-        SELECT 1, is_server, clienth, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts) + us_offset), 1) + 1 FROM challenges
+        SELECT 1, is_server, clienth, bitShiftLeft(us, 1) + 1 FROM challenges
         UNION ALL
-        SELECT 2, toUInt8(0), skh, bitShiftLeft(toUInt64(toUnixTimestamp64Micro(ts) + us_offset), 1) + 1 FROM challenges WHERE skh != 0
+        SELECT 2, toUInt8(0), skh, bitShiftLeft(us, 1) + 1 FROM challenges WHERE skh != 0
     )
     GROUP BY kind, is_server, key
     HAVING has_challenge
@@ -91,7 +91,7 @@ judged AS
 (
     SELECT
         c.ts AS ts, c.user_agent AS user_agent, c.challenge_class AS challenge_class, c.http_status AS http_status,
-        toUnixTimestamp64Micro(c.ts) + us_offset AS c_us,
+        toInt64(c.us) AS c_us,
         c.skh != 0 AND sn.first_ok_us != 0 AND sn.first_ok_us < c_us AS session_ok_before,
         c.skh != 0 AND sn.last_ok_us > c_us AS session_ok_after,
         multiIf(
@@ -102,8 +102,8 @@ judged AS
             'unresolved') AS verdict
     FROM challenges AS c
     LEFT JOIN per_client AS pc ON pc.is_server = c.is_server AND pc.clienth = c.clienth
-    LEFT JOIN client_next AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.ch_us = toUnixTimestamp64Micro(c.ts) + us_offset
-    LEFT JOIN session_next AS sn ON sn.skh = c.skh AND sn.ch_us = toUnixTimestamp64Micro(c.ts) + us_offset
+    LEFT JOIN client_next AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.ch_us = c_us
+    LEFT JOIN session_next AS sn ON sn.skh = c.skh AND sn.ch_us = c_us
 )
 SELECT
     toStartOfHour(ts) AS hour,

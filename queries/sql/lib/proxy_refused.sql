@@ -65,8 +65,8 @@ WITH
                 (
                     -- only the refused sessions' lines, each packed into one UInt64 that
                     -- sorts as (time, ok, pg, refused) does: µs << 3 | ok << 2 | pg << 1 | refused
-                    -- (µs is never negative: the tables' 90-day TTL drops any older line at insert,
-                    -- schema/migrations/0006; were that to change, such lines would need an offset)
+                    -- (µs is never negative: the contract refuses an event before 2000,
+                    -- schema/events/envelope.ts)
                     -- (an array of tuples took twice as long to gather and sort, measured
                     -- side by side at 10M events). A join, not an IN: a scalar that holds a
                     -- subquery set is evaluated again at every reference.
