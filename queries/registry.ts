@@ -371,15 +371,64 @@ function parseParams(label: string, schema: z.ZodObject, paramTypes: Readonly<Re
 }
 
 /**
- * Parameters the store binds that no caller gives: name → ClickHouse type.
- * `endpoint_paths`: the MCP endpoint's paths for the query's range, service and
- * environment (fragment `proxy_endpoints`: inferred from session evidence, or
- * `mcp_paths` when given), resolved by {@link runQuery} in a first, cheap query.
- * Bound as a constant, the path test costs next to nothing per row and leaves
- * every scalar subquery of the fragments cacheable; the same test as a subquery
- * was re-run at every reference of a fragment.
+ * Parameters the store binds that no caller gives: name → ClickHouse type
+ * ({@link bindInternalParams} binds those a text reads).
+ * - `endpoint_paths`: the MCP endpoint's paths for the query's range, service and
+ *   environment (fragment `proxy_endpoints`: inferred from session evidence, or
+ *   `mcp_paths` when given), resolved in a first, cheap query. Bound as a constant,
+ *   the path test costs next to nothing per row and leaves every scalar subquery of
+ *   the fragments cacheable; the same test as a subquery was re-run at every
+ *   reference of a fragment.
+ * - `whole_hour_lo`, `whole_hour_hi`: the hours the range covers whole
+ *   ({@link wholeHours}), which readers of the hourly rollups take from them.
  */
-export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.freeze({ endpoint_paths: 'Array(String)' });
+export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.freeze({
+  endpoint_paths: 'Array(String)',
+  whole_hour_lo: 'UInt32',
+  whole_hour_hi: 'UInt32',
+});
+
+/** The rollups' last hour: their `ts` is a DateTime (UInt32 seconds), whose last whole hour starts at 2106-02-07 05:00:00 UTC. */
+const LAST_ROLLUP_HOUR_S = 4_294_965_600;
+const HOUR_US = 3_600_000_000;
+
+/**
+ * The hours that `[t_from, t_to)` covers whole, as the hourly rollups key them
+ * (`proxy_sessions`, `server_sessions`, schema/migrations/0008):
+ * `[whole_hour_lo, whole_hour_hi)` in seconds since the epoch, `whole_hour_lo` being
+ * `t_from` rounded up to the hour and `whole_hour_hi` `t_to` rounded down. A reader
+ * takes those hours from a rollup and the hours the range cuts from the rows, so any
+ * range is exact. The range holds no whole hour when `whole_hour_lo >= whole_hour_hi`.
+ * Times before 1970 count as 1970 and hours after the rollups' last one are not
+ * whole: a rollup's DateTime holds neither.
+ * @param bound the bound common parameters: `t_from`, `t_to` as {@link bindParams}
+ *   returns them ('YYYY-MM-DD hh:mm:ss.ffffff', UTC).
+ * @throws RangeError when either time is not such a text.
+ */
+export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: number; whole_hour_hi: number } {
+  const us = (k: 't_from' | 't_to'): number => {
+    const v = parseTimeMicros(String(bound[k]));
+    if (v === undefined) throw new RangeError(`${k} is not a bound time: ${String(bound[k])}`);
+    return Math.max(v, 0);
+  };
+  return {
+    whole_hour_lo: Math.min(Math.ceil(us('t_from') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S),
+    whole_hour_hi: Math.min(Math.floor(us('t_to') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S),
+  };
+}
+
+/**
+ * Adds to `bound` (in place) the internal parameters ({@link INTERNAL_PARAM_TYPES})
+ * that `sql` reads, and returns it. `bound` must hold the common parameters, as
+ * {@link bindParams} returns them.
+ * @param memo endpoint paths already resolved for these common parameters ({@link EndpointPathsMemo}).
+ * @throws a store error from resolving the endpoint paths.
+ */
+export async function bindInternalParams(store: Store, sql: string, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<Record<string, unknown>> {
+  if (sql.includes('{endpoint_paths:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
+  if (sql.includes('{whole_hour_')) Object.assign(bound, wholeHours(bound));
+  return bound;
+}
 
 /**
  * The MCP endpoint's paths for `bound`'s range, service and environment (DESIGN §4:
@@ -504,8 +553,7 @@ function bindCheckParams(label: string, params: Record<string, unknown>, own?: C
 async function runCheck<T>(store: Store, name: string, params: Record<string, unknown>, own?: CheckParams, memo?: EndpointPathsMemo): Promise<T[]> {
   const bound = bindCheckParams(`${name} check`, params, own);
   const sql = querySql(`checks/${name}`);
-  if (sql.includes('{endpoint_paths:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
-  return store.query<T>(sql, bound);
+  return store.query<T>(sql, await bindInternalParams(store, sql, bound, memo));
 }
 
 /** One server restart, as the `restarts` query's server rows name it (times are store DateTime64 text, UTC). */
@@ -688,6 +736,5 @@ function sayPaths(paths: readonly string[]): string {
 export async function runQuery<T = Record<string, unknown>>(store: Store, name: string, params: Record<string, unknown> = {}, endpointPaths?: EndpointPathsMemo): Promise<T[]> {
   const bound = bindParams(name, params);
   const sql = querySql(name);
-  if (sql.includes('{endpoint_paths:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, endpointPaths);
-  return store.query<T>(sql, bound);
+  return store.query<T>(sql, await bindInternalParams(store, sql, bound, endpointPaths));
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { formatTimeMicros, parseTimeMicros } from '../core/time.ts';
-import { bindParams } from './registry.ts';
+import { bindParams, wholeHours } from './registry.ts';
 
 describe('time parameters (parseTimeMicros)', () => {
   it('keeps microseconds exactly, in both notations and as epoch seconds', () => {
@@ -29,5 +29,24 @@ describe('time parameters (parseTimeMicros)', () => {
     const p = bindParams('proxy_traffic', { t_from: '2026-11-30 04:04:32.545440', t_to: '2026-11-30 04:04:32.545999' });
     expect(p).toMatchObject({ t_from: '2026-11-30 04:04:32.545440', t_to: '2026-11-30 04:04:32.545999' });
     expect(() => bindParams('proxy_traffic', { t_from: '2026-11-30 04:04:32.545999', t_to: '2026-11-30 04:04:32.545440' })).toThrow(/must be before/);
+  });
+});
+
+describe('the hours a range covers whole (wholeHours)', () => {
+  const s = (iso: string) => Date.parse(iso) / 1000;
+  const whole = (t_from: string, t_to: string) => wholeHours(bindParams('session_continuity', { t_from, t_to }));
+
+  it('rounds t_from up and t_to down to the hour, to the microsecond', () => {
+    expect(whole('2026-11-30 04:10:00', '2026-11-30 07:55:00')).toEqual({ whole_hour_lo: s('2026-11-30T05:00:00Z'), whole_hour_hi: s('2026-11-30T07:00:00Z') });
+    expect(whole('2026-11-30 04:00:00', '2026-11-30 06:00:00')).toEqual({ whole_hour_lo: s('2026-11-30T04:00:00Z'), whole_hour_hi: s('2026-11-30T06:00:00Z') });
+    // one microsecond past the hour is not the hour
+    expect(whole('2026-11-30 04:00:00.000001', '2026-11-30 05:59:59.999999')).toEqual({ whole_hour_lo: s('2026-11-30T05:00:00Z'), whole_hour_hi: s('2026-11-30T05:00:00Z') });
+  });
+
+  it('holds no hour before 1970 or after the rollups’ last (their DateTime is UInt32 seconds)', () => {
+    expect(whole('1960-01-01 00:00:00', '1969-12-31 00:00:00')).toEqual({ whole_hour_lo: 0, whole_hour_hi: 0 });
+    expect(whole('1960-01-01 00:00:00', '2199-01-01 00:00:00')).toEqual({ whole_hour_lo: 0, whole_hour_hi: 4_294_965_600 });
+    const late = whole('2150-01-01 00:00:00', '2199-01-01 00:00:00');
+    expect(late.whole_hour_lo).toBeGreaterThanOrEqual(late.whole_hour_hi);
   });
 });

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { bindParams, querySql, resolveEndpointPaths } from '../queries/index.ts';
+import { bindInternalParams, bindParams, querySql } from '../queries/index.ts';
 import { insertEvents, proxyEvents, type FixtureRequest } from './fixtures/proxy-scenario.ts';
 import { ServerScenario } from './fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
@@ -57,8 +57,7 @@ afterAll(async () => {
 async function bounded(name: string, service: string): Promise<Array<Record<string, unknown>>> {
   const bound = bindParams(name, { service });
   const sql = querySql(name);
-  if (sql.includes('{endpoint_paths:')) bound.endpoint_paths = await resolveEndpointPaths(t.store, bound);
-  return t.store.query(`${sql}\nSETTINGS max_memory_usage = ${MEMORY_LIMIT}`, bound);
+  return t.store.query(`${sql}\nSETTINGS max_memory_usage = ${MEMORY_LIMIT}`, await bindInternalParams(t.store, sql, bound));
 }
 
 describe('one client with 10,000 sessions (a hosted chat behind one egress address)', () => {

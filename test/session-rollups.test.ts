@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../core/config.ts';
 import { runQuery } from '../queries/index.ts';
 import { applyRetention, loadMigrations, migrate, openStore, type Store } from '../store/index.ts';
-import { T0_MICROS } from './fixtures/proxy-scenario.ts';
+import { fixtureHash, proxyEvents, T0_MICROS } from './fixtures/proxy-scenario.ts';
 import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
 import { ServerScenario } from './fixtures/server-scenario.ts';
 
@@ -130,6 +130,54 @@ describe('the session rollups (migration 0008)', () => {
     }
     // a range that ends before the session arrived again: nothing came next in it
     expect(await misses({ t_from: hour(4), t_to: hour(5) })).toEqual([['nothing', 1]]);
+  });
+
+  it('remint_pairs: a replacement is adopted by the rollups’ whole hours as by the rows, whatever hours the range cuts', async () => {
+    // re-mints at 04:57:5x: one replacement the server sees at 05:03 (the next hour),
+    // one only the proxy sees, at 05:04, and one never used; and two the proxy infers
+    // (a refused miss, then the same client's initialize) at 04:58, one of them used
+    // at 05:05
+    const s = new ServerScenario('remint-cut');
+    s.boot(600);
+    for (const [i, sid] of ['rc-a', 'rc-b', 'rc-c'].entries()) {
+      s.session(sid, 3000 + i * 10, 2);
+      s.remint(3470 + i, sid, `${sid}2`);
+    }
+    s.request(3780, { sid: 'rc-a2' });
+    const inferred = (sid: string, ip: string, at: number) => [
+      { at: at - 400, status: 200, minted: sid, ip },
+      { at: at - 399, status: 200, sid, ip },
+      { at, status: 404, sid, ip },
+      { at: at + 1, status: 200, minted: `${sid}2`, ip },
+    ];
+    const proxy = proxyEvents([
+      { at: 3840, status: 200, sid: 'rc-b2' },
+      ...inferred('rc-d', '10.7.7.4', 3480),
+      ...inferred('rc-e', '10.7.7.5', 3485),
+      { at: 3900, status: 200, sid: 'rc-e2', ip: '10.7.7.5' },
+    ]).map((e) => ({ ...e, service: 'remint-cut' }));
+    await store.insertJsonEachRow('events', body([...s.events, ...proxy]), { dedupToken: 'remint-cut' });
+    const pairs = (params: Record<string, unknown>) =>
+      runQuery<Record<string, unknown>>(store, 'remint_pairs', params).then((rows) =>
+        rows.map((r) => [r.stale_session_key, r.replacement_session_key, r.inferred, r.adopted, r.events, r.alias_hits]),
+      );
+    const raw = await pairs({ t_from: hour(4, 10), t_to: hour(5, 55) });
+    const ours = (rows: unknown[][]) =>
+      ['rc-a2', 'rc-b2', 'rc-c2', 'rc-d2', 'rc-e2'].map((k) => rows.filter((r) => r[1] === fixtureHash(k)).map((r) => `${r[2]} ${r[3]}`).join());
+    expect(ours(raw)).toEqual(['0 true', '0 true', '0 false', '1 false', '1 true']);
+    for (const [from, to] of [
+      [hour(4), hour(6)], // both hours whole: the rollups only
+      ['1960-01-01 00:00:00', '2199-01-01 00:00:00'], // beyond the rollups' hours
+      [hour(4, 10), hour(6)], // 04:10-05:00 from the rows, 05:00-06:00 whole
+      [hour(4), hour(5, 55)], // 04:00-05:00 whole, 05:00-05:55 from the rows
+    ]) {
+      expect(await pairs({ t_from: from, t_to: to }), `${from} - ${to}`).toEqual(raw);
+    }
+    // a range that ends before the replacements were used: neither is adopted in it,
+    // whether 04:00-05:00 comes from the rollups or (04:10-05:00) from the rows
+    for (const from of [hour(4), hour(4, 10)]) {
+      expect(ours(await pairs({ t_from: from, t_to: hour(5) })), from).toEqual(['0 false', '0 false', '0 false', '1 false', '1 false']);
+    }
   });
 
   it('do not count a retried batch or a copy of an event twice', async () => {

@@ -19,8 +19,8 @@
 -- of its range, over every service in scope.
 -- requires: proxy_lines
 WITH
-intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0) + 3599999999, 3600000000) * 3600 AS hour_lo,
-least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600, 4294965600) AS hour_hi,
+{whole_hour_lo:UInt32} AS hour_lo,
+{whole_hour_hi:UInt32} AS hour_hi,
 hour_lo < hour_hi AS whole_hours,
 fromUnixTimestamp64Micro(hour_lo * 1000000) AS whole_from,
 fromUnixTimestamp64Micro(hour_hi * 1000000) AS whole_to,

@@ -9,6 +9,13 @@
 -- themselves (the neighbours proxy_refused.sql finds for them are not needed here).
 -- requires: proxy_lines, proxy_signal_lines
 WITH
+-- whether a replacement was used: the hours the range covers whole (bound:
+-- queries/registry.ts wholeHours) from the proxy_sessions rollup (0008), the cut
+-- hours from the rows; under a service or environment filter every hour from the
+-- rows, read with FINAL (a rollup cannot forget a relabelled line's old label)
+{whole_hour_lo:UInt32} < {whole_hour_hi:UInt32} AND {service:String} = '' AND {environment:String} = '' AS pairs_rollup,
+fromUnixTimestamp64Micro(toInt64({whole_hour_lo:UInt32}) * 1000000, 'UTC') AS pairs_whole_from,
+fromUnixTimestamp64Micro(toInt64({whole_hour_hi:UInt32}) * 1000000, 'UTC') AS pairs_whole_to,
 misses AS (SELECT skh AS stale_h, clienth, t FROM proxy_signal_lines WHERE refused AND skh != 0),
 inits AS
 (
@@ -49,6 +56,18 @@ SELECT
 FROM pairs AS p
 -- joined, not filtered by IN (SELECT … FROM pairs): each reference of pairs would
 -- compute the candidates again
-LEFT JOIN (SELECT DISTINCT skh FROM proxy_lines WHERE skh != 0) AS u ON u.skh = p.replacement_h
+LEFT JOIN
+(
+    SELECT DISTINCT skh
+    FROM
+    (
+        SELECT h AS skh FROM proxy_sessions
+        WHERE pairs_rollup AND ts >= toDateTime({whole_hour_lo:UInt32}, 'UTC') AND ts < toDateTime({whole_hour_hi:UInt32}, 'UTC')
+          AND url_path IN {endpoint_paths:Array(String)} AND used = 1
+        UNION ALL
+        SELECT skh FROM proxy_lines
+        WHERE skh != 0 AND NOT (pairs_rollup AND ts >= pairs_whole_from AND ts < pairs_whole_to)
+    )
+) AS u ON u.skh = p.replacement_h
 -- the stale sessions' keys (a stale session has a refused miss)
 LEFT JOIN (SELECT skh, any(sk) AS sk FROM proxy_signal_lines WHERE refused AND skh != 0 GROUP BY skh) AS k ON k.skh = p.stale_h

@@ -5,11 +5,12 @@
 --   is_restart  a previous boot of the same service exists in the range
 
 WITH
--- the hours the range covers whole, [boots_hour_lo, boots_hour_hi) in seconds: the
+-- the hours the range covers whole, [boots_hour_lo, boots_hour_hi) in seconds
+-- (bound: queries/registry.ts wholeHours): the
 -- boots' requests in them come from the server_sessions rollup (0008), the cut
 -- hours' from the rows
-intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0) + 3599999999, 3600000000) * 3600 AS boots_hour_lo,
-least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600, 4294965600) AS boots_hour_hi,
+{whole_hour_lo:UInt32} AS boots_hour_lo,
+{whole_hour_hi:UInt32} AS boots_hour_hi,
 boots_hour_lo < boots_hour_hi AS boots_whole_hours,
 -- the same bounds as DateTime64, for the row tables' ts: compared with a DateTime,
 -- the engine skipped granules of a DateTime64 key that start in the second before

@@ -17,12 +17,13 @@
 -- requires: server_signal_rows
 WITH
 -- the hours the range covers whole, [refused_hour_lo, refused_hour_hi) in seconds
+-- (bound: queries/registry.ts wholeHours)
 -- (as session_facts.sql reads its rollups), read from the rollup only without a
 -- service or environment filter: a rollup cannot forget, so an arrival re-imported
 -- under another label stays under its old one there, while the rows keep only the
 -- newest copy once the parts merge
-intDiv(greatest(toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}), 0) + 3599999999, 3600000000) * 3600 AS refused_hour_lo,
-least(intDiv(greatest(toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}), 0), 3600000000) * 3600, 4294965600) AS refused_hour_hi,
+{whole_hour_lo:UInt32} AS refused_hour_lo,
+{whole_hour_hi:UInt32} AS refused_hour_hi,
 refused_hour_lo < refused_hour_hi AND {service:String} = '' AND {environment:String} = '' AS refused_whole_hours,
 -- the server's requests in the range and scope (inlined where read: each reader's
 -- filter and columns reach the scan)
