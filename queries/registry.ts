@@ -381,11 +381,17 @@ function parseParams(label: string, schema: z.ZodObject, paramTypes: Readonly<Re
  *   reference of a fragment.
  * - `whole_hour_lo`, `whole_hour_hi`: the hours the range covers whole
  *   ({@link wholeHours}), which readers of the hourly rollups take from them.
+ * - `proxy_5xx_minutes`: the minutes that hold a proxy-generated 5xx on the
+ *   endpoint in the range and scope ({@link resolveProxy5xxMinutes}); the restart
+ *   gaps (fragment `proxy_seq`) read the served lines of those minutes alone, by the
+ *   primary key, which a subquery set inside a scalar would not allow without
+ *   being evaluated again at each reference.
  */
 export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.freeze({
   endpoint_paths: 'Array(String)',
   whole_hour_lo: 'UInt32',
   whole_hour_hi: 'UInt32',
+  proxy_5xx_minutes: "Array(DateTime('UTC'))",
 });
 
 /** The rollups' last hour: their `ts` is a DateTime (UInt32 seconds), whose last whole hour starts at 2106-02-07 05:00:00 UTC. */
@@ -425,10 +431,34 @@ export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: num
  * @throws a store error from resolving the endpoint paths.
  */
 export async function bindInternalParams(store: Store, sql: string, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<Record<string, unknown>> {
-  if (sql.includes('{endpoint_paths:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
+  if (sql.includes('{endpoint_paths:') || sql.includes('{proxy_5xx_minutes:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
   if (sql.includes('{whole_hour_')) Object.assign(bound, wholeHours(bound));
+  if (sql.includes('{proxy_5xx_minutes:')) bound.proxy_5xx_minutes = await resolveProxy5xxMinutes(store, bound, memo);
   return bound;
 }
+
+/**
+ * The minutes (their starts, 'YYYY-MM-DD hh:mm:ss' UTC) that hold a proxy-generated
+ * 5xx on the MCP endpoint in `bound`'s range, service and environment: the restart
+ * gaps' minutes (DESIGN §4), read from the signal rows (fragment
+ * `proxy_signal_lines`). `bound` must hold the common parameters and
+ * `endpoint_paths`.
+ * @param memo minutes already resolved for these parameters are taken from it, and
+ *   new ones put in it, beside the endpoint paths ({@link EndpointPathsMemo}).
+ * @returns the minutes in no particular order; empty when the range holds no such 5xx.
+ * @throws a store error.
+ */
+export async function resolveProxy5xxMinutes(store: Store, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<string[]> {
+  const params = Object.fromEntries([...Object.keys(commonTypes), 'endpoint_paths'].map((k) => [k, bound[k]]));
+  const key = `proxy_5xx_minutes ${JSON.stringify(params)}`;
+  const known = memo?.get(key);
+  if (known) return known;
+  minutesSql ??= withFragments('-- requires: proxy_signal_lines\nSELECT groupUniqArray(toStartOfMinute(ts)) AS minutes FROM proxy_signal_lines WHERE pg');
+  const minutes = store.query<{ minutes: string[] }>(minutesSql, params).then(([row]) => row?.minutes ?? []);
+  memo?.set(key, minutes);
+  return minutes;
+}
+let minutesSql: string | undefined;
 
 /**
  * The MCP endpoint's paths for `bound`'s range, service and environment (DESIGN §4:
@@ -453,10 +483,11 @@ export async function resolveEndpointPaths(store: Store, bound: Record<string, u
 let endpointSql: string | undefined;
 
 /**
- * Endpoint paths already resolved, by common parameters ({@link resolveEndpointPaths}):
- * a caller that runs several queries over the same range and scope (a report) passes
- * one to {@link runQuery} so the paths are resolved once. Valid while the store's
- * proxy lines do not change: a report's lifetime, not a server's.
+ * Endpoint paths already resolved, by common parameters ({@link resolveEndpointPaths}),
+ * and the minutes of proxy-generated 5xx ({@link resolveProxy5xxMinutes}, under keys
+ * of their own): a caller that runs several queries over the same range and scope (a
+ * report) passes one to {@link runQuery} so each is resolved once. Valid while the
+ * store's proxy lines do not change: a report's lifetime, not a server's.
  */
 export type EndpointPathsMemo = Map<string, Promise<string[]>>;
 
