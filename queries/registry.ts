@@ -450,15 +450,24 @@ export async function bindInternalParams(store: Store, sql: string, bound: Recor
  */
 export async function resolveProxy5xxMinutes(store: Store, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<string[]> {
   const params = Object.fromEntries([...Object.keys(commonTypes), 'endpoint_paths'].map((k) => [k, bound[k]]));
-  const key = `proxy_5xx_minutes ${JSON.stringify(params)}`;
-  const known = memo?.get(key);
-  if (known) return known;
-  minutesSql ??= withFragments('-- requires: proxy_signal_lines\nSELECT groupUniqArray(toStartOfMinute(ts)) AS minutes FROM proxy_signal_lines WHERE pg');
-  const minutes = store.query<{ minutes: string[] }>(minutesSql, params).then(([row]) => row?.minutes ?? []);
-  memo?.set(key, minutes);
-  return minutes;
+  minutesSql ??= withFragments('-- requires: proxy_signal_lines\nSELECT groupUniqArray(toStartOfMinute(ts)) AS list FROM proxy_signal_lines WHERE pg');
+  return memoizedList(store, minutesSql, params, `proxy_5xx_minutes ${JSON.stringify(params)}`, memo);
 }
 let minutesSql: string | undefined;
+
+/**
+ * The `list` column of the one row `sql` returns for `params`, taken from `memo`
+ * under `key` when there, else queried and put there (the promise: concurrent
+ * callers share one query). No row: an empty list.
+ * @throws a store error (and the rejected promise stays in `memo`).
+ */
+function memoizedList(store: Store, sql: string, params: Record<string, unknown>, key: string, memo?: EndpointPathsMemo): Promise<string[]> {
+  const known = memo?.get(key);
+  if (known) return known;
+  const list = store.query<{ list: string[] }>(sql, params).then(([row]) => row?.list ?? []);
+  memo?.set(key, list);
+  return list;
+}
 
 /**
  * The MCP endpoint's paths for `bound`'s range, service and environment (DESIGN §4:
@@ -472,13 +481,8 @@ let minutesSql: string | undefined;
  */
 export async function resolveEndpointPaths(store: Store, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<string[]> {
   const common = Object.fromEntries(Object.keys(commonTypes).map((k) => [k, bound[k]]));
-  const key = JSON.stringify(common);
-  const known = memo?.get(key);
-  if (known) return known;
-  endpointSql ??= withFragments('-- requires: proxy_endpoints\nSELECT groupUniqArray(url_path) AS paths FROM proxy_endpoints');
-  const paths = store.query<{ paths: string[] }>(endpointSql, common).then(([row]) => row?.paths ?? []);
-  memo?.set(key, paths);
-  return paths;
+  endpointSql ??= withFragments('-- requires: proxy_endpoints\nSELECT groupUniqArray(url_path) AS list FROM proxy_endpoints');
+  return memoizedList(store, endpointSql, common, JSON.stringify(common), memo);
 }
 let endpointSql: string | undefined;
 
