@@ -381,17 +381,18 @@ function parseParams(label: string, schema: z.ZodObject, paramTypes: Readonly<Re
  *   reference of a fragment.
  * - `whole_hour_lo`, `whole_hour_hi`: the hours the range covers whole
  *   ({@link wholeHours}), which readers of the hourly rollups take from them.
- * - `proxy_5xx_minutes`: the minutes that hold a proxy-generated 5xx on the
- *   endpoint in the range and scope ({@link resolveProxy5xxMinutes}); the restart
- *   gaps (fragment `proxy_seq`) read the served lines of those minutes alone, by the
- *   primary key, which a subquery set inside a scalar would not allow without
+ * - `proxy_gap_minutes`, `proxy_gap_scan`: the minutes of the proxy's lines the
+ *   restart gaps (fragment `proxy_seq`) read, and whether they must read every line
+ *   instead ({@link resolveProxyGapWindow}). As constants the minutes select granules
+ *   by the primary key, which a subquery set inside a scalar would not do without
  *   being evaluated again at each reference.
  */
 export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.freeze({
   endpoint_paths: 'Array(String)',
   whole_hour_lo: 'UInt32',
   whole_hour_hi: 'UInt32',
-  proxy_5xx_minutes: "Array(DateTime('UTC'))",
+  proxy_gap_minutes: "Array(DateTime('UTC'))",
+  proxy_gap_scan: 'UInt8',
 });
 
 /** The rollups' last hour: their `ts` is a DateTime (UInt32 seconds), whose last whole hour starts at 2106-02-07 05:00:00 UTC. */
@@ -431,42 +432,59 @@ export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: num
  * @throws a store error from resolving the endpoint paths.
  */
 export async function bindInternalParams(store: Store, sql: string, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<Record<string, unknown>> {
-  if (sql.includes('{endpoint_paths:') || sql.includes('{proxy_5xx_minutes:')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
+  if (sql.includes('{endpoint_paths:') || sql.includes('{proxy_gap_')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
   if (sql.includes('{whole_hour_')) Object.assign(bound, wholeHours(bound));
-  if (sql.includes('{proxy_5xx_minutes:')) bound.proxy_5xx_minutes = await resolveProxy5xxMinutes(store, bound, memo);
+  if (sql.includes('{proxy_gap_')) {
+    const gaps = await resolveProxyGapWindow(store, bound, memo);
+    bound.proxy_gap_minutes = gaps.minutes;
+    bound.proxy_gap_scan = gaps.scan ? 1 : 0;
+  }
   return bound;
 }
 
-/**
- * The minutes (their starts, 'YYYY-MM-DD hh:mm:ss' UTC) that hold a proxy-generated
- * 5xx on the MCP endpoint in `bound`'s range, service and environment: the restart
- * gaps' minutes (DESIGN §4), read from the signal rows (fragment
- * `proxy_signal_lines`). `bound` must hold the common parameters and
- * `endpoint_paths`.
- * @param memo minutes already resolved for these parameters are taken from it, and
- *   new ones put in it, beside the endpoint paths ({@link EndpointPathsMemo}).
- * @returns the minutes in no particular order; empty when the range holds no such 5xx.
- * @throws a store error.
- */
-export async function resolveProxy5xxMinutes(store: Store, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<string[]> {
-  const params = Object.fromEntries([...Object.keys(commonTypes), 'endpoint_paths'].map((k) => [k, bound[k]]));
-  minutesSql ??= withFragments('-- requires: proxy_signal_lines\nSELECT groupUniqArray(toStartOfMinute(ts)) AS list FROM proxy_signal_lines WHERE pg');
-  return memoizedList(store, minutesSql, params, `proxy_5xx_minutes ${JSON.stringify(params)}`, memo);
-}
-let minutesSql: string | undefined;
+/** Minutes before and after a 5xx's minute whose lines the restart gaps read. */
+const GAP_NEAR_MINUTES = 2;
 
 /**
- * The `list` column of the one row `sql` returns for `params`, taken from `memo`
- * under `key` when there, else queried and put there (the promise: concurrent
- * callers share one query). No row: an empty list.
- * @throws a store error (and the rejected promise stays in `memo`).
+ * Which of the proxy's lines the restart gaps read (DESIGN §4; fragment
+ * `proxy_seq`), for `bound`'s range, service and environment: `minutes`, every
+ * minute (its start, 'YYYY-MM-DD hh:mm:ss' UTC) within 2 of one that holds a
+ * proxy-generated 5xx on the endpoint (`checks/proxy_5xx_minutes.sql`), and `scan`,
+ * true when some 5xx's last served line before it or first after it may lie
+ * outside those minutes, so every line must be read (`checks/proxy_gap_window.sql`,
+ * run with the minutes bound). `bound` must hold the common parameters and
+ * `endpoint_paths`.
+ * @param memo a window already resolved for these parameters is taken from it, and
+ *   a new one put in it, beside the endpoint paths ({@link EndpointPathsMemo}).
+ * @throws a store error.
  */
-function memoizedList(store: Store, sql: string, params: Record<string, unknown>, key: string, memo?: EndpointPathsMemo): Promise<string[]> {
+export function resolveProxyGapWindow(store: Store, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<{ minutes: string[]; scan: boolean }> {
+  const params = Object.fromEntries([...Object.keys(commonTypes), 'endpoint_paths'].map((k) => [k, bound[k]]));
+  return memoized(`proxy_gap_window ${JSON.stringify(params)}`, memo, async () => {
+    const [row] = await store.query<{ minutes: string[] }>(querySql('checks/proxy_5xx_minutes'), params);
+    const near = new Set<number>();
+    for (const m of row?.minutes ?? []) {
+      const at = Date.parse(`${m.replace(' ', 'T')}Z`);
+      for (let k = -GAP_NEAR_MINUTES; k <= GAP_NEAR_MINUTES; k++) near.add(at + k * 60_000);
+    }
+    const minutes = [...near].map((ms) => new Date(ms).toISOString().slice(0, 19).replace('T', ' '));
+    if (minutes.length === 0) return { minutes, scan: false };
+    const [check] = await store.query<{ scan: number }>(querySql('checks/proxy_gap_window'), { ...params, proxy_gap_minutes: minutes });
+    return { minutes, scan: check?.scan === 1 };
+  });
+}
+
+/**
+ * What `resolve` gives, taken from `memo` under `key` when there, else resolved and
+ * put there (the promise: concurrent callers share one resolution).
+ * @throws what `resolve` throws (and the rejected promise stays in `memo`).
+ */
+function memoized<T>(key: string, memo: EndpointPathsMemo | undefined, resolve: () => Promise<T>): Promise<T> {
   const known = memo?.get(key);
-  if (known) return known;
-  const list = store.query<{ list: string[] }>(sql, params).then(([row]) => row?.list ?? []);
-  memo?.set(key, list);
-  return list;
+  if (known) return known as Promise<T>;
+  const value = resolve();
+  memo?.set(key, value);
+  return value;
 }
 
 /**
@@ -481,19 +499,19 @@ function memoizedList(store: Store, sql: string, params: Record<string, unknown>
  */
 export async function resolveEndpointPaths(store: Store, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<string[]> {
   const common = Object.fromEntries(Object.keys(commonTypes).map((k) => [k, bound[k]]));
-  endpointSql ??= withFragments('-- requires: proxy_endpoints\nSELECT groupUniqArray(url_path) AS list FROM proxy_endpoints');
-  return memoizedList(store, endpointSql, common, JSON.stringify(common), memo);
+  endpointSql ??= withFragments('-- requires: proxy_endpoints\nSELECT groupUniqArray(url_path) AS paths FROM proxy_endpoints');
+  return memoized(JSON.stringify(common), memo, () => store.query<{ paths: string[] }>(endpointSql!, common).then(([row]) => row?.paths ?? []));
 }
 let endpointSql: string | undefined;
 
 /**
  * Endpoint paths already resolved, by common parameters ({@link resolveEndpointPaths}),
- * and the minutes of proxy-generated 5xx ({@link resolveProxy5xxMinutes}, under keys
- * of their own): a caller that runs several queries over the same range and scope (a
- * report) passes one to {@link runQuery} so each is resolved once. Valid while the
- * store's proxy lines do not change: a report's lifetime, not a server's.
+ * and the restart gaps' windows ({@link resolveProxyGapWindow}, under keys of their
+ * own): a caller that runs several queries over the same range and scope (a report)
+ * passes one to {@link runQuery} so each is resolved once. Valid while the store's
+ * proxy lines do not change: a report's lifetime, not a server's.
  */
-export type EndpointPathsMemo = Map<string, Promise<string[]>>;
+export type EndpointPathsMemo = Map<string, Promise<unknown>>;
 
 /**
  * What {@link checkMcpPaths} found: do the configured MCP endpoint paths match the

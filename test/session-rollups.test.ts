@@ -180,36 +180,6 @@ describe('the session rollups (migration 0008)', () => {
     }
   });
 
-  it('proxy_minutes (0014): the restart gaps give the rows’ answer whatever hours the range cuts', async () => {
-    // a gap across 05:00: served at 04:59:50, the proxy's own 502s from 04:59:58 to
-    // 05:00:10 (in both minutes, around served lines of neither), served again at 05:00:20
-    const lines = proxyEvents([
-      { at: 3590, status: 200, sid: 'gc-1' },
-      ...[3598, 3599.5, 3601, 3605, 3610].map((at) => ({ at, status: 502, sid: 'gc-1', proxyGenerated: true })),
-      { at: 3620, status: 200, sid: 'gc-1' },
-    ]).map((e) => ({ ...e, service: 'gap-cut' }));
-    await store.insertJsonEachRow('events', body(lines), { dedupToken: 'gap-cut' });
-    const gaps = (params: Record<string, unknown>) => runQuery<Record<string, unknown>>(store, 'proxy_errors', params);
-    const restarts = (params: Record<string, unknown>) => runQuery<Record<string, unknown>>(store, 'restarts', params);
-    const cut = { t_from: hour(4, 10), t_to: hour(5, 55) };
-    const raw = { gaps: await gaps(cut), restarts: await restarts(cut) };
-    expect(raw.gaps.filter((g) => g.service === 'gap-cut')).toMatchObject([{ proxy_5xx: 5, gap_s: 22 }]);
-    expect(raw.restarts.filter((r) => r.service === 'gap-cut')).toMatchObject([{ source: 'proxy', evidence: 'proxy_5xx_gap', downtime_s: 22, proxy_5xx: 5 }]);
-    // the scenarios' gaps too
-    expect(raw.gaps.length).toBeGreaterThan(2);
-    for (const [from, to] of [
-      [hour(4), hour(6)], // both hours whole: the rollup only
-      ['1960-01-01 00:00:00', '2199-01-01 00:00:00'], // beyond the rollup's hours
-      [hour(4, 10), hour(6)], // 04:10-05:00 from the rows, 05:00-06:00 whole
-      [hour(4), hour(5, 55)], // 04:00-05:00 whole, 05:00-05:55 from the rows
-    ]) {
-      const range = { t_from: from, t_to: to };
-      expect({ gaps: await gaps(range), restarts: await restarts(range) }, `${from} - ${to}`).toEqual(raw);
-    }
-    // under a service filter every hour comes from the rows
-    expect(await gaps({ service: 'gap-cut' })).toEqual(await gaps({ service: 'gap-cut', ...cut }));
-  });
-
   it('do not count a retried batch or a copy of an event twice', async () => {
     // a batch written after the migration (scenario s8 an hour later, new event ids)
     const later = scenarioEvents('s8').map((e) => ({ ...e, ts: (e.ts as number) + 3 * 3600e6 }));
@@ -253,9 +223,9 @@ describe('the session rollups (migration 0008)', () => {
   it('expire with the events', async () => {
     await applyRetention(store, 30);
     const rows = await store.query<{ name: string; q: string }>(
-      `SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name IN ('proxy_sessions', 'server_sessions', 'proxy_minutes')`,
+      `SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name IN ('proxy_sessions', 'server_sessions')`,
     );
-    expect(rows.map((r) => r.name).sort()).toEqual(['proxy_minutes', 'proxy_sessions', 'server_sessions']);
+    expect(rows.map((r) => r.name).sort()).toEqual(['proxy_sessions', 'server_sessions']);
     for (const r of rows) expect(r.q, r.name).toMatch(/TTL toDateTime\(ts\) \+ toIntervalDay\(30\)/);
   });
 });
