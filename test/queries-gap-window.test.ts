@@ -103,6 +103,18 @@ describe('the restart gaps read the lines near their 5xx', () => {
     }
   });
 
+  it('leaves a 5xx written after the window was resolved to the next query', async () => {
+    const bound = bindParams('proxy_errors', { service: 'late' });
+    const sql = querySql('proxy_errors');
+    await bindInternalParams(t.store, sql, bound);
+    expect(bound.proxy_gap_minutes).toEqual([]);
+    // a consumer writes a gap between the resolution and the query
+    await insertEvents(t.store, proxyEvents([{ at: 310, status: 200, sid: 's' }, ...fiveHundreds([320]), { at: 330, status: 200, sid: 's' }]).map((e) => ({ ...e, service: 'late' })));
+    // not read without the lines around it (it would look like a gap still open)
+    expect(await t.store.query(sql, bound)).toEqual([]);
+    expect(await gaps({ service: 'late' })).toEqual({ late: [10, 1] });
+  });
+
   it('gives restarts the same rows from the near lines as from every line', async () => {
     const rows = await runQuery(t.store, 'restarts', {});
     expect(rows.length).toBeGreaterThan(3);

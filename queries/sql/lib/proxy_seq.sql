@@ -28,8 +28,12 @@ WITH
     )
 ) AS minute_rows,
 (
+    -- (only the 5xx of the minutes resolved: one written after the resolution, while
+    -- a consumer ingests, waits for the next query rather than be read without the
+    -- lines around it)
     SELECT groupArray((service, t, http_method))
-    FROM proxy_signal_lines WHERE pg
+    FROM proxy_signal_lines
+    WHERE pg AND ({proxy_gap_scan:UInt8} = 1 OR toStartOfMinute(ts) IN {proxy_gap_minutes:Array(DateTime('UTC'))})
 ) AS gap_rows,
 minutes AS (SELECT x.1 AS service, x.2 AS m, x.3 AS lo, x.4 AS hi FROM (SELECT arrayJoin(minute_rows) AS x) WHERE x.4 > 0),
 near AS (SELECT x.1 AS service, x.2 AS m, x.5 AS served FROM (SELECT arrayJoin(minute_rows) AS x) WHERE notEmpty(x.5)),
