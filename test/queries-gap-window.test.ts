@@ -69,21 +69,30 @@ describe('the restart gaps read the lines near their 5xx', () => {
     expect((await window({ service: 'long' })).scan).toBe(true);
     // first 5xx 04:17:00, first served after it 04:25:00
     expect(await gaps({ service: 'long' })).toEqual({ long: [480, 2] });
-    // a range that begins within the 5xx's minutes needs nothing before them
-    expect((await window({ service: 'long', t_from: hour(4, 16), t_to: hour(4, 18) })).scan).toBe(false);
+  });
+
+  it('reads every line of a range of 12 hours or less, resolving nothing', async () => {
+    expect(await window({ service: 'long', t_from: hour(4, 16), t_to: hour(16, 16) })).toEqual({ minutes: [], scan: true });
     expect(await gaps({ service: 'long', t_from: hour(4, 16), t_to: hour(4, 18) })).toEqual({ long: [null, 2] });
+    expect(await gaps({ service: 'short', t_from: hour(4), t_to: hour(6) })).toEqual({ short: [22, 5] });
   });
 
   it('reads every line when only the served line before a 5xx lies farther', async () => {
     expect((await window({ service: 'quiet' })).scan).toBe(true);
     // the upstream was down from its last served line, 04:40, not from the 5xx
     expect(await runQuery(t.store, 'restarts', { service: 'quiet' })).toMatchObject([{ down_from: '2026-11-30 04:40:00.000000', downtime_s: 5, proxy_5xx: 1 }]);
+    // a range that begins within the 5xx's minutes needs nothing before them (and one
+    // that ends within them nothing after them: below)
+    const fromNear = { service: 'quiet', t_from: hour(4, 49), t_to: '2026-12-01 04:00:00' };
+    expect((await window(fromNear)).scan).toBe(false);
+    expect(await runQuery(t.store, 'restarts', fromNear)).toMatchObject([{ down_from: '2026-11-30 04:50:00.000000', downtime_s: 5, proxy_5xx: 1 }]);
   });
 
   it('knows a gap still open when the range ends near it', async () => {
     // the log ends at 04:33:22: the range ending at 04:35 ends within the 5xx's minutes
-    expect((await window({ service: 'open', t_to: hour(4, 35) })).scan).toBe(false);
-    expect(await gaps({ service: 'open', t_to: hour(4, 35) })).toEqual({ open: [null, 2] });
+    const toNear = { service: 'open', t_from: '2026-11-29 04:00:00', t_to: hour(4, 35) };
+    expect((await window(toNear)).scan).toBe(false);
+    expect(await gaps(toNear)).toEqual({ open: [null, 2] });
     // ending later, the next served line could lie beyond them: every line is read
     expect((await window({ service: 'open' })).scan).toBe(true);
     expect(await gaps({ service: 'open' })).toEqual({ open: [null, 2] });
