@@ -428,8 +428,9 @@ export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: num
  * Adds to `bound` (in place) the internal parameters ({@link INTERNAL_PARAM_TYPES})
  * that `sql` reads, and returns it. `bound` must hold the common parameters, as
  * {@link bindParams} returns them.
- * @param memo endpoint paths already resolved for these common parameters ({@link EndpointPathsMemo}).
- * @throws a store error from resolving the endpoint paths.
+ * @param memo endpoint paths and gap windows already resolved for these common
+ *   parameters ({@link EndpointPathsMemo}).
+ * @throws a store error from resolving the endpoint paths or the gap window.
  */
 export async function bindInternalParams(store: Store, sql: string, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<Record<string, unknown>> {
   if (sql.includes('{endpoint_paths:') || sql.includes('{proxy_gap_')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
@@ -449,7 +450,7 @@ const GAP_NEAR_MINUTES = 2;
  * a window: at 10M events (about 70k proxy lines an hour) grouping 12 hours of lines
  * costs about what the window's two queries do (50–70 ms).
  */
-const GAP_SCAN_UP_TO_US = 12 * 3_600_000_000;
+const GAP_SCAN_UP_TO_US = 12 * HOUR_US;
 
 /**
  * Which of the proxy's lines the restart gaps read (DESIGN §4; fragment
