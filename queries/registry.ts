@@ -379,8 +379,12 @@ function parseParams(label: string, schema: z.ZodObject, paramTypes: Readonly<Re
  *   the path test costs next to nothing per row and leaves every scalar subquery of
  *   the fragments cacheable; the same test as a subquery was re-run at every
  *   reference of a fragment.
- * - `whole_hour_lo`, `whole_hour_hi`: the hours the range covers whole
- *   ({@link wholeHours}), which readers of the hourly rollups take from them.
+ * - `whole_hour_lo`, `whole_hour_hi`, `whole_from`, `whole_to`: the hours the range
+ *   covers whole ({@link wholeHours}), which readers of the hourly rollups take from
+ *   them: seconds for the rollups' `DateTime` hours, and the same bounds as
+ *   `DateTime64` for the row tables' `ts` (compared with a `DateTime`, the engine
+ *   skipped granules of a `DateTime64` key that start in the second before the
+ *   bound: test/queries-datetime-bounds.test.ts).
  * - `proxy_gap_minutes`, `proxy_gap_scan`: the minutes of the proxy's lines the
  *   restart gaps (fragment `proxy_seq`) read, and whether they must read every line
  *   instead ({@link resolveProxyGapWindow}). As constants the minutes select granules
@@ -391,11 +395,13 @@ export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.fre
   endpoint_paths: 'Array(String)',
   whole_hour_lo: 'UInt32',
   whole_hour_hi: 'UInt32',
+  whole_from: "DateTime64(6, 'UTC')",
+  whole_to: "DateTime64(6, 'UTC')",
   proxy_gap_minutes: "Array(DateTime('UTC'))",
   proxy_gap_scan: 'UInt8',
 });
 
-/** The rollups' last hour: their `ts` is a DateTime (UInt32 seconds), whose last whole hour starts at 2106-02-07 05:00:00 UTC. */
+/** The rollups' last hour: their `ts` is a DateTime (UInt32 seconds, up to 2106-02-07 06:28:15 UTC), whose last hour starts at 06:00:00. */
 const LAST_ROLLUP_HOUR_S = 4_294_965_600;
 const HOUR_US = 3_600_000_000;
 
@@ -407,21 +413,21 @@ const HOUR_US = 3_600_000_000;
  * takes those hours from a rollup and the hours the range cuts from the rows, so any
  * range is exact. The range holds no whole hour when `whole_hour_lo >= whole_hour_hi`.
  * Times before 1970 count as 1970 and hours after the rollups' last one are not
- * whole: a rollup's DateTime holds neither.
+ * whole: a rollup's DateTime holds neither. `whole_from` and `whole_to` are the same
+ * bounds as bound times ('YYYY-MM-DD hh:mm:ss.ffffff', UTC), for the row tables.
  * @param bound the bound common parameters: `t_from`, `t_to` as {@link bindParams}
  *   returns them ('YYYY-MM-DD hh:mm:ss.ffffff', UTC).
  * @throws RangeError when either time is not such a text.
  */
-export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: number; whole_hour_hi: number } {
+export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: number; whole_hour_hi: number; whole_from: string; whole_to: string } {
   const us = (k: 't_from' | 't_to'): number => {
     const v = parseTimeMicros(String(bound[k]));
     if (v === undefined) throw new RangeError(`${k} is not a bound time: ${String(bound[k])}`);
     return Math.max(v, 0);
   };
-  return {
-    whole_hour_lo: Math.min(Math.ceil(us('t_from') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S),
-    whole_hour_hi: Math.min(Math.floor(us('t_to') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S),
-  };
+  const lo = Math.min(Math.ceil(us('t_from') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
+  const hi = Math.min(Math.floor(us('t_to') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
+  return { whole_hour_lo: lo, whole_hour_hi: hi, whole_from: formatTimeMicros(lo * 1e6), whole_to: formatTimeMicros(hi * 1e6) };
 }
 
 /**
@@ -434,7 +440,7 @@ export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: num
  */
 export async function bindInternalParams(store: Store, sql: string, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<Record<string, unknown>> {
   if (sql.includes('{endpoint_paths:') || sql.includes('{proxy_gap_')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
-  if (sql.includes('{whole_hour_')) Object.assign(bound, wholeHours(bound));
+  if (/\{whole_(hour_lo|hour_hi|from|to):/.test(sql)) Object.assign(bound, wholeHours(bound));
   if (sql.includes('{proxy_gap_')) {
     const gaps = await resolveProxyGapWindow(store, bound, memo);
     bound.proxy_gap_minutes = gaps.minutes;
@@ -479,7 +485,7 @@ export function resolveProxyGapWindow(store: Store, bound: Record<string, unknow
     }
     const minutes = [...near].map((ms) => new Date(ms).toISOString().slice(0, 19).replace('T', ' '));
     if (minutes.length === 0) return { minutes, scan: false };
-    const [check] = await store.query<{ scan: number }>(querySql('checks/proxy_gap_window'), { ...params, proxy_gap_minutes: minutes });
+    const [check] = await store.query<{ scan: number }>(querySql('checks/proxy_gap_window'), { ...params, proxy_gap_minutes: minutes, proxy_gap_near: GAP_NEAR_MINUTES });
     return { minutes, scan: check?.scan === 1 };
   });
 }

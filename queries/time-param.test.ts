@@ -37,15 +37,25 @@ describe('the hours a range covers whole (wholeHours)', () => {
   const whole = (t_from: string, t_to: string) => wholeHours(bindParams('session_continuity', { t_from, t_to }));
 
   it('rounds t_from up and t_to down to the hour, to the microsecond', () => {
-    expect(whole('2026-11-30 04:10:00', '2026-11-30 07:55:00')).toEqual({ whole_hour_lo: s('2026-11-30T05:00:00Z'), whole_hour_hi: s('2026-11-30T07:00:00Z') });
-    expect(whole('2026-11-30 04:00:00', '2026-11-30 06:00:00')).toEqual({ whole_hour_lo: s('2026-11-30T04:00:00Z'), whole_hour_hi: s('2026-11-30T06:00:00Z') });
+    expect(whole('2026-11-30 04:10:00', '2026-11-30 07:55:00')).toEqual({
+      whole_hour_lo: s('2026-11-30T05:00:00Z'),
+      whole_hour_hi: s('2026-11-30T07:00:00Z'),
+      whole_from: '2026-11-30 05:00:00.000000',
+      whole_to: '2026-11-30 07:00:00.000000',
+    });
+    expect(whole('2026-11-30 04:00:00', '2026-11-30 06:00:00')).toMatchObject({ whole_hour_lo: s('2026-11-30T04:00:00Z'), whole_hour_hi: s('2026-11-30T06:00:00Z') });
     // one microsecond past the hour is not the hour
-    expect(whole('2026-11-30 04:00:00.000001', '2026-11-30 05:59:59.999999')).toEqual({ whole_hour_lo: s('2026-11-30T05:00:00Z'), whole_hour_hi: s('2026-11-30T05:00:00Z') });
+    expect(whole('2026-11-30 04:00:00.000001', '2026-11-30 05:59:59.999999')).toMatchObject({ whole_hour_lo: s('2026-11-30T05:00:00Z'), whole_hour_hi: s('2026-11-30T05:00:00Z') });
   });
 
   it('holds no hour before 1970 or after the rollups’ last (their DateTime is UInt32 seconds)', () => {
-    expect(whole('1960-01-01 00:00:00', '1969-12-31 00:00:00')).toEqual({ whole_hour_lo: 0, whole_hour_hi: 0 });
-    expect(whole('1960-01-01 00:00:00', '2199-01-01 00:00:00')).toEqual({ whole_hour_lo: 0, whole_hour_hi: 4_294_965_600 });
+    expect(whole('1960-01-01 00:00:00', '1969-12-31 00:00:00')).toMatchObject({ whole_hour_lo: 0, whole_hour_hi: 0 });
+    expect(whole('1960-01-01 00:00:00', '2199-01-01 00:00:00')).toEqual({
+      whole_hour_lo: 0,
+      whole_hour_hi: 4_294_965_600,
+      whole_from: '1970-01-01 00:00:00.000000',
+      whole_to: '2106-02-07 06:00:00.000000',
+    });
     const late = whole('2150-01-01 00:00:00', '2199-01-01 00:00:00');
     expect(late.whole_hour_lo).toBeGreaterThanOrEqual(late.whole_hour_hi);
   });

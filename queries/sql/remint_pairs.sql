@@ -13,8 +13,6 @@ WITH
 -- from the rows for the hours the range cuts. Neither read filters by service or
 -- environment, so a label a rollup cannot forget changes nothing here.
 {whole_hour_lo:UInt32} < {whole_hour_hi:UInt32} AS whole_hours,
-fromUnixTimestamp64Micro(toInt64({whole_hour_lo:UInt32}) * 1000000, 'UTC') AS whole_from,
-fromUnixTimestamp64Micro(toInt64({whole_hour_hi:UInt32}) * 1000000, 'UTC') AS whole_to,
 server AS
 (
     SELECT stale_session_key, replacement_session_key, any(mode) AS mode, count() AS events,
@@ -46,7 +44,7 @@ adopted_server AS
         SELECT skh FROM server_requests
         WHERE event_type = 'arrival'
           AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-          AND NOT (whole_hours AND ts >= whole_from AND ts < whole_to)
+          AND NOT (whole_hours AND ts >= {whole_from:DateTime64(6, 'UTC')} AND ts < {whole_to:DateTime64(6, 'UTC')})
     )
 ),
 alias AS
@@ -80,7 +78,7 @@ proxy_used AS
         SELECT skh FROM proxy_access
         WHERE skh != 0
           AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-          AND NOT (whole_hours AND ts >= whole_from AND ts < whole_to)
+          AND NOT (whole_hours AND ts >= {whole_from:DateTime64(6, 'UTC')} AND ts < {whole_to:DateTime64(6, 'UTC')})
     )
 )
 -- the two sources, then one total order over both (an ORDER BY after UNION ALL orders only its last SELECT)

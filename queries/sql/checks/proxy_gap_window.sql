@@ -1,6 +1,6 @@
 -- proxy_gap_window: whether the restart gaps (lib/proxy_seq.sql) can read only the
--- proxy's lines of proxy_gap_minutes, every minute within 2 of a minute that holds
--- a proxy-generated 5xx (from 2 before to 2 after it; queries/registry.ts
+-- proxy's lines of proxy_gap_minutes, every minute within proxy_gap_near (2) of a
+-- minute that holds a proxy-generated 5xx (from 2 before to 2 after it; queries/registry.ts
 -- resolveProxyGapWindow makes the list from checks/proxy_5xx_minutes.sql and runs
 -- this with it bound, so the lines are selected by the primary key).
 --   scan = 1 when they cannot: some 5xx has no upstream-served line of its service
@@ -29,9 +29,11 @@ WITH
         HAVING hi > 0
     )
 ) AS minute_rows,
+-- near: how many minutes the list holds before and after each 5xx's (2)
+toInt64({proxy_gap_near:UInt32}) AS near,
 toUnixTimestamp64Micro({t_from:DateTime64(6, 'UTC')}) / 1e6 AS from_t,
 toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}) / 1e6 AS to_t
 SELECT toUInt8(countIf(NOT (
-           (g.m * 60 - 120 <= from_t OR arrayExists(x -> x.1 = g.service AND x.2 + 2 >= g.m AND x.2 <= g.m AND x.3 < g.t, minute_rows))
-           AND (g.m * 60 + 180 >= to_t OR arrayExists(x -> x.1 = g.service AND x.2 >= g.m AND x.2 <= g.m + 2 AND x.4 > g.t, minute_rows)))) > 0) AS scan
+           ((g.m - near) * 60 <= from_t OR arrayExists(x -> x.1 = g.service AND x.2 + near >= g.m AND x.2 <= g.m AND x.3 < g.t, minute_rows))
+           AND ((g.m + near + 1) * 60 >= to_t OR arrayExists(x -> x.1 = g.service AND x.2 >= g.m AND x.2 <= g.m + near AND x.4 > g.t, minute_rows)))) > 0) AS scan
 FROM (SELECT service, t, intDiv(toUInt64(t), 60) AS m FROM proxy_signal_lines WHERE pg) AS g

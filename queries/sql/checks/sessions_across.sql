@@ -22,8 +22,8 @@ WITH
 {whole_hour_lo:UInt32} AS hour_lo,
 {whole_hour_hi:UInt32} AS hour_hi,
 hour_lo < hour_hi AS whole_hours,
-fromUnixTimestamp64Micro(hour_lo * 1000000) AS whole_from,
-fromUnixTimestamp64Micro(hour_hi * 1000000) AS whole_to,
+{whole_from:DateTime64(6, 'UTC')} AS whole_from,
+{whole_to:DateTime64(6, 'UTC')} AS whole_to,
 {span_source:String} = 'server' AS server_restart,
 least(toUnixTimestamp64Micro({span_from:DateTime64(6, 'UTC')}), toUnixTimestamp64Micro({span_to:DateTime64(6, 'UTC')})) / 1e6 AS span_lo,
 greatest(toUnixTimestamp64Micro({span_from:DateTime64(6, 'UTC')}), toUnixTimestamp64Micro({span_to:DateTime64(6, 'UTC')})) / 1e6 AS span_hi

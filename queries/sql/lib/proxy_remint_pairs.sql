@@ -14,8 +14,6 @@ WITH
 -- hours from the rows; under a service or environment filter every hour from the
 -- rows, read with FINAL (a rollup cannot forget a relabelled line's old label)
 {whole_hour_lo:UInt32} < {whole_hour_hi:UInt32} AND {service:String} = '' AND {environment:String} = '' AS pairs_rollup,
-fromUnixTimestamp64Micro(toInt64({whole_hour_lo:UInt32}) * 1000000, 'UTC') AS pairs_whole_from,
-fromUnixTimestamp64Micro(toInt64({whole_hour_hi:UInt32}) * 1000000, 'UTC') AS pairs_whole_to,
 misses AS (SELECT skh AS stale_h, clienth, t FROM proxy_signal_lines WHERE refused AND skh != 0),
 inits AS
 (
@@ -66,7 +64,7 @@ LEFT JOIN
           AND url_path IN {endpoint_paths:Array(String)} AND used = 1
         UNION ALL
         SELECT skh FROM proxy_lines
-        WHERE skh != 0 AND NOT (pairs_rollup AND ts >= pairs_whole_from AND ts < pairs_whole_to)
+        WHERE skh != 0 AND NOT (pairs_rollup AND ts >= {whole_from:DateTime64(6, 'UTC')} AND ts < {whole_to:DateTime64(6, 'UTC')})
     )
 ) AS u ON u.skh = p.replacement_h
 -- the stale sessions' keys (a stale session has a refused miss)

@@ -6,17 +6,12 @@
 
 WITH
 -- the hours the range covers whole, [boots_hour_lo, boots_hour_hi) in seconds
--- (bound: queries/registry.ts wholeHours): the
--- boots' requests in them come from the server_sessions rollup (0008), the cut
--- hours' from the rows
+-- (bound: queries/registry.ts wholeHours; whole_from and whole_to, the same bounds
+-- as DateTime64, for the row tables' ts): the boots' requests in them come from
+-- the server_sessions rollup (0008), the cut hours' from the rows
 {whole_hour_lo:UInt32} AS boots_hour_lo,
 {whole_hour_hi:UInt32} AS boots_hour_hi,
 boots_hour_lo < boots_hour_hi AS boots_whole_hours,
--- the same bounds as DateTime64, for the row tables' ts: compared with a DateTime,
--- the engine skipped granules of a DateTime64 key that start in the second before
--- the bound (test/queries-datetime-bounds.test.ts)
-fromUnixTimestamp64Micro(boots_hour_lo * 1000000, 'UTC') AS boots_whole_from,
-fromUnixTimestamp64Micro(boots_hour_hi * 1000000, 'UTC') AS boots_whole_to,
 b AS
 (
     SELECT service, boot_id, any(release) AS release, any(instance) AS instance,
@@ -61,7 +56,7 @@ activity AS
         FROM server_requests
         WHERE boot_id IN (SELECT prev_boot_id FROM ordered)
           AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-          AND NOT (boots_whole_hours AND ts >= boots_whole_from AND ts < boots_whole_to)
+          AND NOT (boots_whole_hours AND ts >= {whole_from:DateTime64(6, 'UTC')} AND ts < {whole_to:DateTime64(6, 'UTC')})
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL

@@ -17,8 +17,8 @@
 -- requires: server_signal_rows
 WITH
 -- the hours the range covers whole, [refused_hour_lo, refused_hour_hi) in seconds
--- (bound: queries/registry.ts wholeHours)
--- (as session_facts.sql reads its rollups), read from the rollup only without a
+-- (bound: queries/registry.ts wholeHours, as session_facts.sql reads its rollups),
+-- read from the rollup only without a
 -- service or environment filter: a rollup cannot forget, so an arrival re-imported
 -- under another label stays under its old one there, while the rows keep only the
 -- newest copy once the parts merge
@@ -76,8 +76,8 @@ session_last AS
         UNION ALL
         SELECT skh AS h, t AS last_t FROM srv
         WHERE event_type = 'arrival'
-          AND NOT (refused_whole_hours AND ts >= fromUnixTimestamp64Micro(refused_hour_lo * 1000000, 'UTC')
-                   AND ts < fromUnixTimestamp64Micro(refused_hour_hi * 1000000, 'UTC'))
+          AND NOT (refused_whole_hours AND ts >= {whole_from:DateTime64(6, 'UTC')}
+                   AND ts < {whole_to:DateTime64(6, 'UTC')})
     ) AS a
     INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).4 AS skh) AS r ON r.skh = a.h
     GROUP BY a.h

@@ -45,8 +45,8 @@ WITH
 {whole_hour_hi:UInt32} AS hour_hi,
 hour_lo < hour_hi AS whole_hours,
 whole_hours AND {service:String} = '' AND {environment:String} = '' AS proxy_rollup,
-fromUnixTimestamp64Micro(hour_lo * 1000000) AS whole_from,
-fromUnixTimestamp64Micro(hour_hi * 1000000) AS whole_to,
+{whole_from:DateTime64(6, 'UTC')} AS whole_from,
+{whole_to:DateTime64(6, 'UTC')} AS whole_to,
 -- the proxy's session lines (a request session key, or an initialize) that the
 -- rollup does not cover: the cut hours, or every hour under a filter
 raw_lines AS
