@@ -22,7 +22,9 @@ WITH
 challenges AS
 (
     SELECT x.1 AS ts, x.2 AS user_agent, x.3 AS challenge_class, x.4 AS http_status, x.5 AS is_server, x.6 AS clienth, x.7 AS skh,
-           toUInt64(toUnixTimestamp64Micro(ts)) AS us
+           toUInt64(toUnixTimestamp64Micro(ts)) AS us,
+           bitXor(toUInt64(clienth), bitShiftLeft(toUInt64(2 + is_server), 60)) AS client_k64,
+           bitXor(toUInt64(skh), bitShiftLeft(toUInt64(4), 60)) AS session_k64
     FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
 -- The 2xx are read in one pass. Each client's and each session's 2xx and
@@ -48,25 +50,31 @@ ok_rows AS
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
--- kind 1: a client (is_server, clienth); kind 2: a session (skh); only the keys
--- with a challenge are kept (a filter of the 2xx by the challenged keys cost
--- more than it saved: sets built per query, at least as slow over the whole range)
+-- Each key is one UInt64, k64: the low 64 bits of its keyed SipHash128, with
+-- kind * 2 + is_server xored into the top 4 (kind 1: a client (is_server, clienth);
+-- kind 2: a session (skh)). Two distinct keys share a k64 with probability 2^-64
+-- (about 1e-9 for the 200,000 keys of 10M events). The grouping hashes 8 bytes per
+-- 2xx instead of a (kind, is_server, UInt128) tuple, in one pass for both kinds
+-- (the grouping alone at 10M events: 1.3 s -> 0.8 s; see nexts_array for the rest).
+-- Only the keys with a challenge are kept (a filter of the 2xx by the challenged
+-- keys cost more than it saved: sets built per query, at least as slow over the
+-- whole range).
 keyed AS
 (
-    SELECT kind, is_server, key, arraySort(groupArray(v)) AS vs, max(bitTest(v, 0)) AS has_challenge
+    SELECT k64, arraySort(groupArray(v)) AS vs, max(bitTest(v, 0)) AS has_challenge
     FROM
     (
-        SELECT 1 AS kind, o.is_server AS is_server, o.clienth AS key, bitShiftLeft(o.us, 1) AS v
+        SELECT bitXor(toUInt64(o.clienth), bitShiftLeft(toUInt64(2 + o.is_server), 60)) AS k64, bitShiftLeft(o.us, 1) AS v
         FROM ok_rows AS o
         UNION ALL
-        SELECT 2, toUInt8(0), o.skh, bitShiftLeft(o.us, 1)
+        SELECT bitXor(toUInt64(o.skh), bitShiftLeft(toUInt64(4), 60)), bitShiftLeft(o.us, 1)
         FROM ok_rows AS o WHERE o.skh != 0
         UNION ALL
-        SELECT 1, is_server, clienth, bitShiftLeft(us, 1) + 1 FROM challenges
+        SELECT client_k64, bitShiftLeft(us, 1) + 1 FROM challenges
         UNION ALL
-        SELECT 2, toUInt8(0), skh, bitShiftLeft(us, 1) + 1 FROM challenges WHERE skh != 0
+        SELECT session_k64, bitShiftLeft(us, 1) + 1 FROM challenges WHERE skh != 0
     )
-    GROUP BY kind, is_server, key
+    GROUP BY k64
     HAVING has_challenge
 ),
 -- one row per key and challenge us: next_us, the first 2xx strictly after it (0:
@@ -74,7 +82,7 @@ keyed AS
 -- ok_from_first_us, its first 2xx at or after its first challenge (us; 0: none)
 nexts AS
 (
-    SELECT kind, is_server, key,
+    SELECT k64,
            bitShiftRight(arrayFirst(v -> NOT bitTest(v, 0), vs), 1) AS first_ok_us,
            bitShiftRight(arrayLast(v -> NOT bitTest(v, 0), vs), 1) AS last_ok_us,
            arrayFirst(v -> bitTest(v, 0), vs) AS first_ch_v,
@@ -83,10 +91,18 @@ nexts AS
            toInt64(bitShiftRight(ch_next.1, 1)) AS ch_us,
            if(bitTest(ch_next.2, 0), toInt64(0), toInt64(bitShiftRight(ch_next.2, 1))) AS next_us
     FROM keyed
-    LIMIT 1 BY kind, is_server, key, ch_us
+    LIMIT 1 BY k64, ch_us
 ),
-client_next AS (SELECT is_server, key AS clienth, ch_us, next_us, ok_from_first_us FROM nexts WHERE kind = 1),
-session_next AS (SELECT key AS skh, ch_us, next_us, first_ok_us, last_ok_us FROM nexts WHERE kind = 2),
+-- nexts read once into a scalar: the challenges find their client's row and their
+-- session's row in it (two joins on nexts itself would group the 2xx twice; split
+-- by kind, each grouping half of them, it was the tuple keys' time again). Whole
+-- query at 10M events, medians of 7 side by side: 2,144 -> 1,735 and 2,008 -> 1,563 ms.
+(SELECT groupArray((k64, ch_us, next_us, ok_from_first_us, first_ok_us, last_ok_us)) FROM nexts) AS nexts_array,
+next_rows AS
+(
+    SELECT x.1 AS k64, x.2 AS ch_us, x.3 AS next_us, x.4 AS ok_from_first_us, x.5 AS first_ok_us, x.6 AS last_ok_us
+    FROM (SELECT arrayJoin(nexts_array) AS x)
+),
 judged AS
 (
     SELECT
@@ -102,8 +118,8 @@ judged AS
             'unresolved') AS verdict
     FROM challenges AS c
     LEFT JOIN per_client AS pc ON pc.is_server = c.is_server AND pc.clienth = c.clienth
-    LEFT JOIN client_next AS cn ON cn.is_server = c.is_server AND cn.clienth = c.clienth AND cn.ch_us = c_us
-    LEFT JOIN session_next AS sn ON sn.skh = c.skh AND sn.ch_us = c_us
+    LEFT JOIN next_rows AS cn ON cn.k64 = c.client_k64 AND cn.ch_us = c_us
+    LEFT JOIN next_rows AS sn ON sn.k64 = c.session_k64 AND sn.ch_us = c_us
 )
 SELECT
     toStartOfHour(ts) AS hour,
