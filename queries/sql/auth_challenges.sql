@@ -17,14 +17,18 @@
 -- existence tests, which a copy does not change.
 -- requires: proxy_lines, auth_challenge_rows
 WITH
+-- a client's or a session's key as one UInt64 (keyed below: why and how likely a
+-- collision is): the low 64 bits of its hashed key with tag (kind * 2 + is_server)
+-- xored into the top 4
+(key, tag) -> bitXor(toUInt64(key), bitShiftLeft(toUInt64(tag), 60)) AS key64,
 -- the challenges, read once (several parts below use them)
 (SELECT groupArray((ts, user_agent, challenge_class, http_status, is_server, clienth, skh)) FROM auth_challenge_rows) AS challenge_rows,
 challenges AS
 (
     SELECT x.1 AS ts, x.2 AS user_agent, x.3 AS challenge_class, x.4 AS http_status, x.5 AS is_server, x.6 AS clienth, x.7 AS skh,
            toUInt64(toUnixTimestamp64Micro(ts)) AS us,
-           bitXor(toUInt64(clienth), bitShiftLeft(toUInt64(2 + is_server), 60)) AS client_k64,
-           bitXor(toUInt64(skh), bitShiftLeft(toUInt64(4), 60)) AS session_k64
+           key64(clienth, 2 + is_server) AS client_k64,
+           key64(skh, 4) AS session_k64
     FROM (SELECT arrayJoin(challenge_rows) AS x)
 ),
 -- The 2xx are read in one pass. Each client's and each session's 2xx and
@@ -50,9 +54,9 @@ ok_rows AS
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
--- Each key is one UInt64, k64: the low 64 bits of its keyed SipHash128, with
--- kind * 2 + is_server xored into the top 4 (kind 1: a client (is_server, clienth);
--- kind 2: a session (skh)). Two distinct keys share a k64 with probability 2^-64
+-- Each key is one UInt64, k64 (key64 above): the low 64 bits of its keyed
+-- SipHash128, with kind * 2 + is_server xored into the top 4 (kind 1: a client
+-- (is_server, clienth); kind 2: a session (skh)). Two distinct keys share a k64 with probability 2^-64
 -- (about 1e-9 for the 200,000 keys of 10M events). The grouping hashes 8 bytes per
 -- 2xx instead of a (kind, is_server, UInt128) tuple, in one pass for both kinds
 -- (the grouping alone at 10M events: 1.3 s -> 0.8 s; see nexts_array for the rest).
@@ -64,10 +68,10 @@ keyed AS
     SELECT k64, arraySort(groupArray(v)) AS vs, max(bitTest(v, 0)) AS has_challenge
     FROM
     (
-        SELECT bitXor(toUInt64(o.clienth), bitShiftLeft(toUInt64(2 + o.is_server), 60)) AS k64, bitShiftLeft(o.us, 1) AS v
+        SELECT key64(o.clienth, 2 + o.is_server) AS k64, bitShiftLeft(o.us, 1) AS v
         FROM ok_rows AS o
         UNION ALL
-        SELECT bitXor(toUInt64(o.skh), bitShiftLeft(toUInt64(4), 60)), bitShiftLeft(o.us, 1)
+        SELECT key64(o.skh, 4), bitShiftLeft(o.us, 1)
         FROM ok_rows AS o WHERE o.skh != 0
         UNION ALL
         SELECT client_k64, bitShiftLeft(us, 1) + 1 FROM challenges
@@ -119,6 +123,8 @@ judged AS
     FROM challenges AS c
     LEFT JOIN per_client AS pc ON pc.is_server = c.is_server AND pc.clienth = c.clienth
     LEFT JOIN next_rows AS cn ON cn.k64 = c.client_k64 AND cn.ch_us = c_us
+    -- (a challenge without a session matches no row, or with probability 2^-64 another
+    -- key's: either way its session facts are not read, c.skh != 0 above)
     LEFT JOIN next_rows AS sn ON sn.k64 = c.session_k64 AND sn.ch_us = c_us
 )
 SELECT
