@@ -54,11 +54,15 @@ ok_rows AS
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
 ),
--- Each key is one UInt64, k64 (key64 above): the low 64 bits of its keyed
--- SipHash128, with kind * 2 + is_server xored into the top 4 (kind 1: a client
--- (is_server, clienth); kind 2: a session (skh)). Two distinct keys share a k64 with probability 2^-64
--- (about 1e-9 for the 200,000 keys of 10M events). The grouping hashes 8 bytes per
--- 2xx instead of a (kind, is_server, UInt128) tuple, in one pass for both kinds
+-- Each key is one UInt64, k64 (key64 above): the low 64 bits of its SipHash128
+-- (schema/migrations/0006-0007), with kind * 2 + is_server xored into the top 4
+-- (kind 1: a client (is_server, clienth); kind 2: a session (skh)). Two distinct
+-- keys of ordinary traffic share a k64 with probability 2^-64 (about 1e-9 for the
+-- 200,000 keys of 10M events). The hash is not keyed: whoever chooses their user
+-- agents could make two clients of their own collide with about 2^32 tries (and
+-- have one's 2xx judge the other's challenges); another's key would take about 2^64.
+-- The grouping hashes 8 bytes per 2xx instead of a (kind, is_server, UInt128) tuple,
+-- in one pass for both kinds
 -- (the grouping alone at 10M events: 1.3 s -> 0.8 s; see nexts_array for the rest).
 -- Only the keys with a challenge are kept (a filter of the 2xx by the challenged
 -- keys cost more than it saved: sets built per query, at least as slow over the
