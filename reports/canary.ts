@@ -927,8 +927,11 @@ function measureSessionsLostTools(e: Evidence, gates: GatesConfig): Measured {
             .join(', ')}`
         : '') +
       (brokenBefore ? `; ${brokenBefore} more already refused before the window (an earlier restart broke them), not counted` : ''),
+    // named as in the rows (session_continuity): unrecovered_stale all of them,
+    // unrecovered_new those the gate counts
     numbers: {
-      unrecovered_stale: value,
+      unrecovered_new: value,
+      unrecovered_stale: sum(contW.rows, 'unrecovered_stale'),
       not_counted_refused_before: brokenBefore,
       stale: sum(stale, 'stale'),
       recovered: sum(stale, 'recovered'),
