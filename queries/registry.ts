@@ -404,6 +404,7 @@ export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.fre
 /** The rollups' last hour: their `ts` is a DateTime (UInt32 seconds, up to 2106-02-07 06:28:15 UTC), whose last hour starts at 06:00:00. */
 const LAST_ROLLUP_HOUR_S = 4_294_965_600;
 const HOUR_US = 3_600_000_000;
+const MINUTE_US = 60_000_000;
 
 /**
  * The hours that `[t_from, t_to)` covers whole, as the hourly rollups key them
@@ -478,12 +479,14 @@ export function resolveProxyGapWindow(store: Store, bound: Record<string, unknow
   if (span <= GAP_SCAN_UP_TO_US) return Promise.resolve({ minutes: [], scan: true });
   return memoized(`proxy_gap_window ${JSON.stringify(params)}`, memo, async () => {
     const [row] = await store.query<{ minutes: string[] }>(querySql('checks/proxy_5xx_minutes'), params);
+    // minute starts as µs; a DateTime parameter takes the text without the fraction
     const near = new Set<number>();
     for (const m of row?.minutes ?? []) {
-      const at = Date.parse(`${m.replace(' ', 'T')}Z`);
-      for (let k = -GAP_NEAR_MINUTES; k <= GAP_NEAR_MINUTES; k++) near.add(at + k * 60_000);
+      const at = parseTimeMicros(m);
+      if (at === undefined) throw new RangeError(`the store returned a minute that is not a time: ${m}`);
+      for (let k = -GAP_NEAR_MINUTES; k <= GAP_NEAR_MINUTES; k++) near.add(at + k * MINUTE_US);
     }
-    const minutes = [...near].map((ms) => new Date(ms).toISOString().slice(0, 19).replace('T', ' '));
+    const minutes = [...near].map((us) => formatTimeMicros(us).slice(0, 19));
     if (minutes.length === 0) return { minutes, scan: false };
     const [check] = await store.query<{ scan: number }>(querySql('checks/proxy_gap_window'), { ...params, proxy_gap_minutes: minutes, proxy_gap_near: GAP_NEAR_MINUTES });
     return { minutes, scan: check?.scan === 1 };

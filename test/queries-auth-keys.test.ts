@@ -1,7 +1,7 @@
-import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery } from '../queries/index.ts';
-import { fixtureHash, insertEvents, proxyEvents, T0_MICROS, type FixtureRequest } from './fixtures/proxy-scenario.ts';
+import { fixtureHash, insertEvents, proxyEvents, type FixtureRequest } from './fixtures/proxy-scenario.ts';
+import { ServerScenario } from './fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 // auth_challenges groups its 2xx under one UInt64 per key: the low 64 bits of the
@@ -13,49 +13,24 @@ import { openTestStore, type TestStore } from './helpers/store.ts';
 
 const INVALID = 'Bearer error="invalid_token"';
 const P = fixtureHash('cross-principal');
-/** Seconds after the scenario start, as µs since the epoch. */
-const S = (s: number) => T0_MICROS + Math.round(s * 1e6);
 
 const proxyLines = (reqs: FixtureRequest[]) => proxyEvents(reqs).map((e) => ({ ...e, service: 'cross' }));
 // the proxy client "cross-ua <P>": address "cross-ua", user agent P
 const proxyCh = (at: number): FixtureRequest => ({ at, status: 401, ip: 'cross-ua', ua: P, credential: true, wwwAuthenticate: INVALID });
 const proxyOk = (at: number): FixtureRequest => ({ at, status: 200, ip: 'cross-ua', ua: P });
-// the server client "cross-ua <P>": user agent "cross-ua", principal P
-const server = (us: number) => ({
-  event_id: randomUUID(),
-  ts: us,
-  source: 'server',
-  service: 'cross',
-  boot_id: 'b1',
-  user_agent: 'cross-ua',
-  principal_key: P,
-  session_key: '',
-  protocol_version: '2025-11-25',
-});
-const serverOk = (us: number) => {
-  const arrival_id = randomUUID();
-  return [
-    { ...server(us - 1000), event_type: 'arrival', arrival_id, http_method: 'POST', mcp_method: 'tools/call' },
-    { ...server(us), event_type: 'settlement', arrival_id, http_status: 200, outcome: 'ok', duration_ms: 1, session_resolution: 'none' },
-  ];
-};
-const serverCh = (us: number) => ({ ...server(us), event_type: 'auth_challenge', http_status: 401, challenge_class: 'invalid_token', has_credential: true });
 
 let t: TestStore;
 beforeAll(async () => {
   t = await openTestStore('auth-keys');
-  await insertEvents(t.store, [
-    // three proxy challenges, a server 2xx between the proxy's and the server's challenges,
-    // three server challenges, then a proxy 2xx: each side's 2xx comes after its own last
-    // challenge, so each side is a loop; one client across both sides would have a 2xx
-    // between its first and last challenge (no loop) and one within 60 s after each (benign)
-    ...proxyLines([proxyCh(300), proxyCh(301), proxyCh(302)]),
-    ...serverOk(S(303)),
-    serverCh(S(310)),
-    serverCh(S(311)),
-    serverCh(S(312)),
-    ...proxyLines([proxyOk(313)]),
-  ]);
+  // the server client "cross-ua <P>": user agent "cross-ua", principal P; no session
+  const server = new ServerScenario('cross', { ua: 'cross-ua', principal: 'cross-principal' });
+  // three proxy challenges, a server 2xx between the proxy's and the server's challenges,
+  // three server challenges, then a proxy 2xx: each side's 2xx comes after its own last
+  // challenge, so each side is a loop; one client across both sides would have a 2xx
+  // between its first and last challenge (no loop) and one within 60 s after each (benign)
+  server.request(303);
+  for (const at of [310, 311, 312]) server.challenge(at, '', 'invalid_token');
+  await insertEvents(t.store, [...proxyLines([proxyCh(300), proxyCh(301), proxyCh(302)]), ...server.events, ...proxyLines([proxyOk(313)])]);
 });
 afterAll(async () => {
   await t?.close();

@@ -17,7 +17,7 @@
 -- existence tests, which a copy does not change.
 -- requires: proxy_lines, auth_challenge_rows
 WITH
--- a client's or a session's key as one UInt64 (keyed below: why and how likely a
+-- a client's or a session's key as one UInt64 (the CTE keyed says why, and how likely a
 -- collision is): the low 64 bits of its hashed key with tag (kind * 2 + is_server)
 -- xored into the top 4
 (key, tag) -> bitXor(toUInt64(key), bitShiftLeft(toUInt64(tag), 60)) AS key64,
@@ -41,9 +41,9 @@ challenges AS
 -- mean "none".
 per_client AS
 (
-    SELECT is_server, clienth, count() AS n, max(us) AS last_us
+    SELECT client_k64, count() AS n, max(us) AS last_us
     FROM challenges
-    GROUP BY is_server, clienth
+    GROUP BY client_k64
 ),
 ok_rows AS
 (
@@ -125,7 +125,7 @@ judged AS
             session_ok_before AND NOT session_ok_after, 'lost',
             'unresolved') AS verdict
     FROM challenges AS c
-    LEFT JOIN per_client AS pc ON pc.is_server = c.is_server AND pc.clienth = c.clienth
+    LEFT JOIN per_client AS pc ON pc.client_k64 = c.client_k64
     LEFT JOIN next_rows AS cn ON cn.k64 = c.client_k64 AND cn.ch_us = c_us
     -- (a challenge without a session matches no row, or with probability 2^-64 another
     -- key's: either way its session facts are not read, c.skh != 0 above)
