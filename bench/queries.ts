@@ -1,5 +1,5 @@
 /**
- * Query benchmark: `npm run bench:queries [-- --events N] [--fresh] [--runs R]`.
+ * Query benchmark: `npm run bench:queries [-- --events N] [--fresh] [--runs R] [--no-compact]`.
  *
  * Generates N (default 10,000,000) contract events with bench/generate-events.ts
  * (≥ 50,000 sessions, 40 principals, 24 boots over 2 services, server and proxy
@@ -11,8 +11,10 @@
  * Goals (issue: full query set at 10M events): each query ≤ 1 s, the canary report ≤ 3 s.
  * The last line printed is one JSON object:
  * `{ events, max_query_ms, canary_ms, queries: { name: ms, … }, cold: { … }, … }`
- * (`events_parts`: the parts of `events` when timed; right after loading, before the
- * engine has merged them, every FINAL read is slower).
+ * (`events_parts`: the parts of `events` when timed). Before timing, the closed days
+ * are merged into one part each (store/compact.ts, what `serve` and `consumer` do every
+ * 15 minutes; `compacted_partitions`, `compact_ms`); `--no-compact` times the store as
+ * loaded, whose days are in several parts that every FINAL read merges again.
  * `--load-only` stops after generating the store.
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,7 +25,7 @@ import { loadConfig } from '../core/index.ts';
 import { NAMED_QUERIES, runQuery } from '../queries/index.ts';
 import { buildCanaryReport } from '../reports/canary.ts';
 import { ContinuityEvent } from '../schema/index.ts';
-import { openMigratedStore, type Store } from '../store/index.ts';
+import { compactClosedDays, openMigratedStore, type Store } from '../store/index.ts';
 import { generateEvents } from './generate-events.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
@@ -93,6 +95,18 @@ async function main(): Promise<void> {
       console.error(`reusing ${dataDir} (${readFileSync(marker, 'utf8')}); --fresh regenerates`);
     }
     if (args.includes('--load-only')) return;
+    // The closed days merged into one part each, as `serve` and `consumer` do every 15
+    // minutes and `continuity compact` does on demand (store/compact.ts): a day left in
+    // several parts is merged again by every FINAL read (`--no-compact` times the store
+    // as it is). A no-op on a store compacted before.
+    let compacted = 0;
+    let compactMs = 0;
+    if (!args.includes('--no-compact')) {
+      const t = performance.now();
+      compacted = (await compactClosedDays(store, { quietMs: 0 })).filter((p) => !p.skipped).length;
+      compactMs = Math.round(performance.now() - t);
+      console.error(`compacted ${compacted} partition(s) of closed days in ${(compactMs / 1000).toFixed(1)} s`);
+    }
     const [mix] = await store.query<Record<string, number>>(
       `SELECT count() AS events, uniqExact(session_key) AS sessions, uniqExact(principal_key) AS principals,
               uniqExactIf(boot_id, event_type = 'boot') AS boots, uniqExact(source) AS sources,
@@ -133,6 +147,9 @@ async function main(): Promise<void> {
       // parts of `events` when timed: every FINAL read pays for parts not yet merged,
       // so a store timed right after loading is slower than the same store later
       events_parts: mix?.parts,
+      // partitions merged before timing (0: already one part a day, or --no-compact)
+      compacted_partitions: compacted,
+      compact_ms: compactMs,
       max_query_ms: maxQueryMs,
       canary_ms: canaryMs,
       queries: warm,

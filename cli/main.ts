@@ -11,6 +11,7 @@ import { registerDev } from './commands/dev.ts';
 import { registerGateway } from './commands/gateway.ts';
 import { registerStatus } from './commands/status.ts';
 import { registerCanary } from './commands/canary.ts';
+import { registerCompact } from './commands/compact.ts';
 import { reportError } from './context.ts';
 
 const program = new Command('continuity')
@@ -31,6 +32,7 @@ registerDrill(program);
 registerGateway(program);
 registerConsumer(program);
 registerStatus(program);
+registerCompact(program);
 registerDev(program);
 
 // Output piped into a reader that stops early (`| head`): the rest has nowhere to go, which

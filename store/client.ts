@@ -61,6 +61,15 @@ export interface Store {
    */
   readOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }): Promise<Buffer>;
 
+  /**
+   * Runs a maintenance statement that returns no rows and may take seconds (an
+   * `OPTIMIZE … FINAL` of a day's partition, store/compact.ts). Embedded, it runs on a
+   * lane of its own, opened on first use, so the named queries, reports and inserts do
+   * not wait behind it; on a server, like {@link Store.command}.
+   * @throws ContinuityError as {@link Store.command} does.
+   */
+  maintain(sql: string): Promise<void>;
+
   close(): Promise<void>;
 }
 
@@ -138,7 +147,14 @@ export async function openStore(config: Config): Promise<Store> {
     throw storeOpenError(dbPath, err);
   }
   const renewing = renewingConnection(dbPath, connection, createChdbConnection);
-  return wrap(createClient({ connection: renewing.connection }), 'embedded', config.dataDir, renewing.insertRaw, createClient({ connection: renewing.adhocConnection }));
+  return wrap(
+    createClient({ connection: renewing.connection }),
+    'embedded',
+    config.dataDir,
+    renewing.insertRaw,
+    createClient({ connection: renewing.adhocConnection }),
+    createClient({ connection: renewing.maintenanceConnection }),
+  );
 }
 
 /**
@@ -260,7 +276,11 @@ function createLane(dbPath: string, first: ChdbConnection | undefined, open: Ope
  * {@link EMBEDDED_INSERT_LANES} lanes has the fewest statements waiting (the first
  * lane is the client's; the others open on first use).
  */
-function renewingConnection(dbPath: string, first: ChdbConnection, open: OpenChdb): { connection: ClientConnection; adhocConnection: ClientConnection; insertRaw: RawInsert } {
+function renewingConnection(
+  dbPath: string,
+  first: ChdbConnection,
+  open: OpenChdb,
+): { connection: ClientConnection; adhocConnection: ClientConnection; maintenanceConnection: ClientConnection; insertRaw: RawInsert } {
   const main = createLane(dbPath, first, open);
   const lanes: Lane[] = [main];
   // Ad hoc SQL (Store.readOnly) runs on a lane of its own, opened on first use: one
@@ -270,6 +290,10 @@ function renewingConnection(dbPath: string, first: ChdbConnection, open: OpenChd
   // behind each other, so at most one runs at a time.
   let adhoc: Lane | undefined;
   const adhocLane = (): Lane => (adhoc ??= createLane(dbPath, undefined, open));
+  // Maintenance (Store.maintain: a partition's OPTIMIZE … FINAL, seconds at millions of
+  // rows) runs on a lane of its own too, for the same reason.
+  let maintenance: Lane | undefined;
+  const maintenanceLane = (): Lane => (maintenance ??= createLane(dbPath, undefined, open));
   const laneConnection = (lane: () => Lane, close: () => Promise<void>) => ({
     query: (params: Parameters<ChdbConnection['query']>[0]) => lane().run((c) => c.query(params)),
     exec: (params: Parameters<ChdbConnection['exec']>[0]) => lane().run((c) => c.exec(params)),
@@ -278,10 +302,13 @@ function renewingConnection(dbPath: string, first: ChdbConnection, open: OpenChd
     ping: (params: Parameters<ChdbConnection['ping']>[0]) => lane().run((c) => c.ping(params), (r) => !r.success),
     close,
   });
-  const closeAll = (): Promise<void> => Promise.all([...lanes, ...(adhoc ? [adhoc] : [])].map((l) => l.close())).then(() => undefined);
+  const closeAll = (): Promise<void> =>
+    Promise.all([...lanes, ...(adhoc ? [adhoc] : []), ...(maintenance ? [maintenance] : [])].map((l) => l.close())).then(() => undefined);
   const connection = laneConnection(() => main, closeAll);
-  // Closing the store closes every lane (the main client's close); the ad hoc client's own close does nothing more.
+  // Closing the store closes every lane (the main client's close); the ad hoc and
+  // maintenance clients' own close does nothing more.
   const adhocConnection = laneConnection(adhocLane, async () => undefined);
+  const maintenanceConnection = laneConnection(maintenanceLane, async () => undefined);
   const insertLane = (): Lane => {
     let best = lanes[0]!;
     for (const l of lanes) if (l.pending < best.pending) best = l;
@@ -302,7 +329,12 @@ function renewingConnection(dbPath: string, first: ChdbConnection, open: OpenChd
       // (and meets the same refusal); a line-delimited one ending in '\n' does not.
       await c.chdb.rawInsert({ table, values: lineTerminated(body), format, settings });
     });
-  return { connection: connection as unknown as ClientConnection, adhocConnection: adhocConnection as unknown as ClientConnection, insertRaw };
+  return {
+    connection: connection as unknown as ClientConnection,
+    adhocConnection: adhocConnection as unknown as ClientConnection,
+    maintenanceConnection: maintenanceConnection as unknown as ClientConnection,
+    insertRaw,
+  };
 }
 
 const NEWLINE = Buffer.from('\n');
@@ -483,7 +515,14 @@ export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'lo
   return new ContinuityError('CONT_ERR_STORE_QUERY', firstLine(message), { cause: err, details: { sql: sql.slice(0, 500) } });
 }
 
-function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, insertRaw?: RawInsert, adhocClient: ClickHouseClient = client): Store {
+function wrap(
+  client: ClickHouseClient,
+  mode: Store['mode'],
+  location: string,
+  insertRaw?: RawInsert,
+  adhocClient: ClickHouseClient = client,
+  maintenanceClient: ClickHouseClient = client,
+): Store {
   const fail = (err: unknown, sql: string): ContinuityError => classifyStoreError(err, { mode, location }, sql);
 
   return {
@@ -501,6 +540,13 @@ function wrap(client: ClickHouseClient, mode: Store['mode'], location: string, i
     async command(sql: string, params: Record<string, unknown> = {}): Promise<void> {
       try {
         await client.command({ query: sql, query_params: params });
+      } catch (err) {
+        throw fail(err, sql);
+      }
+    },
+    async maintain(sql: string): Promise<void> {
+      try {
+        await maintenanceClient.command({ query: sql });
       } catch (err) {
         throw fail(err, sql);
       }

@@ -6,3 +6,5 @@ export type { DdlOptions, Migration } from './migrate.ts';
 export { readRetention } from './retention.ts';
 export type { Retention, RetentionOptions } from './retention.ts';
 export { openMigratedStore } from './open.ts';
+export { compactClosedDays, startCompaction, COMPACT_QUIET_MS } from './compact.ts';
+export type { CompactOptions, CompactedPartition, Compaction } from './compact.ts';

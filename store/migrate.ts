@@ -78,7 +78,8 @@ function assertRoomForDdl(store: Store, what: string, options: DdlOptions): void
   );
 }
 
-function statfsFree(dir: string): number {
+/** Free bytes of the file system holding `dir` for an unprivileged writer; +Infinity when it cannot be told. */
+export function statfsFree(dir: string): number {
   try {
     const s = statfsSync(dir);
     return s.bavail * s.bsize;

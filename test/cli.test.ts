@@ -143,6 +143,25 @@ describe('bad input through the CLI', () => {
 });
 
 describe('sql, query and hash', () => {
+  it('compact merges the closed days two imports left in several parts, and the report stays the same', async () => {
+    const dir = freshDir();
+    for (const c of ['caddy-sdk-restart', 'caddy-sdk-auth']) {
+      const r = await continuity(['import', 'caddy', `${CAPTURES}${c}/caddy-access.log`], dir);
+      expect(r.code, r.stderr).toBe(0);
+    }
+    const before = await continuity(['report', '--json'], dir);
+    const r = await continuity(['compact', '--quiet', '0', '--json'], dir);
+    expect(r.code, r.stderr).toBe(0);
+    const merged = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { table: string; parts: number; skipped?: string });
+    expect(merged.map((p) => p.table)).toContain('events');
+    expect(merged.every((p) => p.parts > 1 && p.skipped === undefined)).toBe(true);
+    expect((await continuity(['report', '--json'], dir)).stdout).toBe(before.stdout);
+    expect((await continuity(['compact', '--quiet', '0'], dir)).stdout).toMatch(/^0 partition\(s\) merged in \d+ ms\n$/);
+    const bad = await continuity(['compact', '--quiet', 'soon'], dir);
+    expect(bad.code).not.toBe(0);
+    expect(bad.stderr).toMatch(/CONT_ERR_CONFIG.*--quiet/);
+  });
+
   it('sql refuses a write with a clear error and exit 1', async () => {
     const r = await continuity(['sql', 'DROP TABLE events'], freshDir());
     expect(r.code).toBe(1);

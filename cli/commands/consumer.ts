@@ -2,7 +2,7 @@ import { Option, type Command } from 'commander';
 import { createReadServer, type ReadServer } from '../../api/index.ts';
 import { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
 import { retry } from '../../core/index.ts';
-import { openMigratedStore } from '../../store/index.ts';
+import { openMigratedStore, startCompaction, type Compaction } from '../../store/index.ts';
 import { configFrom, listenError, portFlag, positiveFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 import { requireKafka } from './gateway.ts';
@@ -98,6 +98,7 @@ export function registerConsumer(program: Command): void {
       }
       const signal = untilSignal();
       const aborted = new AbortController();
+      let compaction: Compaction | undefined;
       void signal.then(() => aborted.abort());
       try {
         // Kafka down at start: wait for it (with backoff) rather than exit.
@@ -116,11 +117,16 @@ export function registerConsumer(program: Command): void {
           },
         );
         if (started) {
+          // closed days merged into one part each, every 15 minutes (store/compact.ts)
+          compaction = startCompaction(store, {
+            onPass: ({ merged, error }) => line({ event: 'compacted', partitions: merged, ...(error ? { error: error.message } : {}), at: new Date().toISOString() }),
+          });
           line({ event: 'started', pid: process.pid, store: `${store.mode} ${store.location}`, brokers: kafka.brokers, topic: kafka.topic, group: kafka.group, dlq: kafka.dlqTopic, ...(apiUrl ? { api: `${apiUrl}/api` } : {}) });
           const why = await Promise.race([signal, stopped]);
           if (typeof why === 'object') exitCode = 1;
         }
       } finally {
+        await compaction?.stop();
         await api?.close();
         await consumer.shutdown();
         await store.close();

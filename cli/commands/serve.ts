@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { createContinuityServer, type ServerEndpoints } from '../../api/index.ts';
-import { openMigratedStore } from '../../store/index.ts';
+import { openMigratedStore, startCompaction } from '../../store/index.ts';
 import { configFrom, listenError, portFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 
@@ -56,8 +56,16 @@ export function registerServe(program: Command): void {
         throw listenError(err, flags.host, port);
       }
       process.stdout.write(describe(endpoints, store.location, store.mode, config.ingestToken !== undefined));
+      // closed days merged into one part each, every 15 minutes (store/compact.ts)
+      const compaction = startCompaction(store, {
+        onPass: ({ merged, error }) => {
+          if (error) process.stderr.write(`compaction failed (tried again in 15 minutes): ${error.message}\n`);
+          for (const p of merged) process.stderr.write(`compacted ${p.day} ${p.table}: ${p.parts} parts, ${p.rows} rows${p.skipped ? ` skipped (${p.skipped})` : ` in ${p.ms} ms`}\n`);
+        },
+      });
       const received = await signal;
       process.stderr.write(`${received}: shutting down (no new requests; writing what was accepted)\n`);
+      await compaction.stop();
       const { error } = await server.shutdown();
       const rows = server.transport.writer.stats;
       await store.close();

@@ -290,6 +290,7 @@ export function faultyStore(store: Store): FaultyStore {
     query: (sql, params) => store.query(sql, params),
     command: (sql, params) => store.command(sql, params),
     readOnly: (sql, options) => store.readOnly(sql, options),
+    maintain: (sql) => store.maintain(sql),
     close: () => store.close(),
     async insertJsonEachRow(table, body, options) {
       if (Date.now() < downUntil) {

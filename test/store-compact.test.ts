@@ -1,0 +1,111 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateEvents } from '../bench/generate-events.ts';
+import { NAMED_QUERIES, runQuery } from '../queries/index.ts';
+import { compactClosedDays, RETAINED_TABLES } from '../store/index.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+// Compaction of closed days (store/compact.ts): each closed day of the event tables
+// becomes one part, today is left alone, and no named query answers differently.
+
+let t: TestStore;
+const DAY_MS = 86_400_000;
+const nowMs = Date.now();
+const todayMs = Math.floor(nowMs / DAY_MS) * DAY_MS;
+// two closed days: three and two days before today (UTC)
+const firstDayMs = todayMs - 3 * DAY_MS;
+const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+
+async function partsByDay(): Promise<Map<string, number>> {
+  const rows = await t.store.query<{ table: string; day: string; parts: number }>(
+    `SELECT table, partition AS day, count() AS parts FROM system.parts
+     WHERE database = currentDatabase() AND active AND table IN {tables:Array(String)}
+     GROUP BY table, day`,
+    { tables: RETAINED_TABLES },
+  );
+  return new Map(rows.map((r) => [`${r.day} ${r.table}`, Number(r.parts)]));
+}
+
+async function everyQuery(): Promise<Record<string, unknown>> {
+  const out: Record<string, unknown> = {};
+  for (const name of Object.keys(NAMED_QUERIES)) out[name] = await runQuery(t.store, name, {});
+  return out;
+}
+
+/** A proxy line today (so the day of the test run has parts of its own). */
+function todayLine(i: number): string {
+  return JSON.stringify({
+    event_id: `00000000-0000-8000-8000-${String(900 + i).padStart(12, '0')}`,
+    event_type: 'proxy_access',
+    ts: (nowMs - 1000 + i) * 1000,
+    source: 'proxy',
+    service: 'svc-0',
+    http_method: 'POST',
+    url_path: '/mcp',
+    http_status: 200,
+    request_session_key: 'today-session',
+    client_address: '10.0.0.9',
+    user_agent: 'node/20',
+  });
+}
+
+beforeAll(async () => {
+  t = await openTestStore('compact');
+  // a small world over the two closed days, in batches of 4,000 rows: several parts a day
+  let batch = 0;
+  for (const chunk of generateEvents({
+    events: 40_000,
+    sessions: 300,
+    principals: 8,
+    services: 2,
+    bootsPerService: 4,
+    spanS: 2 * 86_400 - 60,
+    t0Micros: firstDayMs * 1000,
+    batchRows: 4_000,
+  })) {
+    await t.store.insertJsonEachRow('events', chunk.body, { dedupToken: `compact-world:${batch++}` });
+  }
+  // one batch delivered again under another token: copies the tables' keys collapse
+  await t.store.insertJsonEachRow('events', [...generateEvents({ events: 4_000, sessions: 300, principals: 8, services: 2, bootsPerService: 4, spanS: 2 * 86_400 - 60, t0Micros: firstDayMs * 1000, batchRows: 4_000 })][0]!.body, {
+    dedupToken: 'compact-world:again',
+  });
+  await t.store.insertJsonEachRow('events', todayLine(1), { dedupToken: 'compact-today:1' });
+  await t.store.insertJsonEachRow('events', todayLine(2), { dedupToken: 'compact-today:2' });
+}, 120_000);
+afterAll(async () => {
+  await t?.close();
+});
+
+describe('compactClosedDays', () => {
+  it('leaves a day written to within the quiet time alone', async () => {
+    expect(await compactClosedDays(t.store, { nowMs, quietMs: 3_600_000 })).toEqual([]);
+  });
+
+  it('skips a day whose merge the free disk could not hold, and changes nothing', async () => {
+    const before = await partsByDay();
+    const done = await compactClosedDays(t.store, { nowMs, quietMs: 0, freeBytes: () => 0 });
+    expect(done.length).toBeGreaterThan(0);
+    expect(done.every((p) => p.skipped === 'disk' && p.ms === 0)).toBe(true);
+    expect(await partsByDay()).toEqual(before);
+  });
+
+  it('merges each closed day into one part per table, not today, with the same answers to every named query', async () => {
+    const closed = [dayOf(firstDayMs), dayOf(firstDayMs + DAY_MS)];
+    const today = dayOf(todayMs);
+    const before = await partsByDay();
+    // the world's batches left the closed days in several parts, today in two
+    expect(before.get(`${closed[0]} events`)).toBeGreaterThan(1);
+    expect(before.get(`${closed[1]} events`)).toBeGreaterThan(1);
+    expect(before.get(`${today} events`)).toBe(2);
+    const answers = await everyQuery();
+
+    const done = await compactClosedDays(t.store, { nowMs, quietMs: 0 });
+    expect(done.every((p) => p.skipped === undefined && closed.includes(p.day))).toBe(true);
+    expect(done.map((p) => `${p.day} ${p.table}`).sort()).toEqual([...before].filter(([k, n]) => n > 1 && !k.startsWith(today)).map(([k]) => k).sort());
+
+    const after = await partsByDay();
+    for (const [k, n] of after) expect([k, n]).toEqual([k, k.startsWith(today) ? before.get(k) : 1]);
+    expect(await everyQuery()).toEqual(answers);
+    // nothing left to do
+    expect(await compactClosedDays(t.store, { nowMs, quietMs: 0 })).toEqual([]);
+  }, 120_000);
+});
