@@ -38,6 +38,8 @@ export interface CompactOptions {
   tables?: readonly string[];
   /** Free bytes of the file system holding `dir` (embedded; default: statfs). */
   freeBytes?: (dir: string) => number;
+  /** Stops before the next partition's merge once aborted (a merge under way runs to its end). */
+  signal?: AbortSignal;
 }
 
 /** One partition {@link compactClosedDays} merged, or left as it was and why. */
@@ -65,10 +67,13 @@ export const COMPACT_QUIET_MS = 10 * 60_000;
 const DAY_PARTITION_ID = /^\d{8}$/;
 
 /**
- * Merges each closed day of `tables` that has more than one active part into one
- * (see {@link CompactOptions} for which days; one statement per table and day, through
- * {@link Store.maintain}, so embedded queries do not wait behind it).
- * @returns the partitions found, merged or skipped, oldest day first.
+ * Merges each closed day of `tables` that has more than one active part into one (see
+ * {@link CompactOptions} for which days; one statement per table and day, through
+ * {@link Store.maintain}, so embedded queries do not wait behind it). A day of one part
+ * is left as it is: an insert merges its own block's copies (`optimize_on_insert`, on by
+ * default), so its part is level 1 already.
+ * @returns the partitions found, merged or skipped, oldest day first (those left when
+ *   `signal` aborted the pass are not listed).
  * @throws ContinuityError of the store (CONT_ERR_STORE_*) when `system.parts` cannot be
  *   read or a merge fails; the partitions merged before stay merged.
  */
@@ -96,6 +101,7 @@ export async function compactClosedDays(store: Store, options: CompactOptions = 
   const freeBytes = options.freeBytes ?? statfsFree;
   const done: CompactedPartition[] = [];
   for (const r of rows) {
+    if (options.signal?.aborted) break;
     const found = { table: r.table, day: r.day, parts: Number(r.parts), rows: Number(r.rows), bytes: Number(r.bytes) };
     // Names come from system.parts, not from a user; still, only a table of the list and
     // a day's partition id (YYYYMMDD) reach the statement.
@@ -113,7 +119,10 @@ export async function compactClosedDays(store: Store, options: CompactOptions = 
 
 /** A running {@link startCompaction}. */
 export interface Compaction {
-  /** Stops the schedule and waits for a pass in progress (its merge cannot be interrupted). */
+  /**
+   * Stops the schedule and waits for a pass in progress to stop: it merges no further
+   * partition, but a merge under way (seconds at millions of rows) runs to its end.
+   */
   stop(): Promise<void>;
 }
 
@@ -130,10 +139,10 @@ export function startCompaction(
 ): Compaction {
   const everyMs = options.everyMs ?? 15 * 60_000;
   let running: Promise<void> | undefined;
-  let stopped = false;
+  const stopping = new AbortController();
   const pass = (): void => {
-    if (running || stopped) return;
-    running = compactClosedDays(store, { ...options, nowMs: undefined })
+    if (running || stopping.signal.aborted) return;
+    running = compactClosedDays(store, { ...options, nowMs: undefined, signal: stopping.signal })
       .then(
         (merged) => {
           if (merged.length > 0) options.onPass?.({ merged });
@@ -150,7 +159,7 @@ export function startCompaction(
   timer.unref();
   return {
     async stop() {
-      stopped = true;
+      stopping.abort();
       clearTimeout(first);
       clearInterval(timer);
       await running;

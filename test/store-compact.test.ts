@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { generateEvents } from '../bench/generate-events.ts';
 import { NAMED_QUERIES, runQuery } from '../queries/index.ts';
-import { compactClosedDays, RETAINED_TABLES } from '../store/index.ts';
+import { compactClosedDays, RETAINED_TABLES, startCompaction, type CompactedPartition, type Store } from '../store/index.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 // Compaction of closed days (store/compact.ts): each closed day of the event tables
@@ -15,6 +15,7 @@ const todayMs = Math.floor(nowMs / DAY_MS) * DAY_MS;
 const firstDayMs = todayMs - 3 * DAY_MS;
 const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
+/** Active parts by 'day table'. */
 async function partsByDay(): Promise<Map<string, number>> {
   const rows = await t.store.query<{ table: string; day: string; parts: number }>(
     `SELECT table, partition AS day, count() AS parts FROM system.parts
@@ -68,6 +69,9 @@ beforeAll(async () => {
   await t.store.insertJsonEachRow('events', [...generateEvents({ events: 4_000, sessions: 300, principals: 8, services: 2, bootsPerService: 4, spanS: 2 * 86_400 - 60, t0Micros: firstDayMs * 1000, batchRows: 4_000 })][0]!.body, {
     dedupToken: 'compact-world:again',
   });
+  // a third closed day written by one insert: one part, as the insert wrote it
+  const lone = JSON.stringify({ event_id: '00000000-0000-8000-8000-000000000555', event_type: 'boot', ts: (firstDayMs - DAY_MS / 2) * 1000, source: 'server', service: 'svc-0' });
+  await t.store.insertJsonEachRow('events', lone, { dedupToken: 'compact-lone' });
   await t.store.insertJsonEachRow('events', todayLine(1), { dedupToken: 'compact-today:1' });
   await t.store.insertJsonEachRow('events', todayLine(2), { dedupToken: 'compact-today:2' });
 }, 120_000);
@@ -89,18 +93,21 @@ describe('compactClosedDays', () => {
   });
 
   it('merges each closed day into one part per table, not today, with the same answers to every named query', async () => {
-    const closed = [dayOf(firstDayMs), dayOf(firstDayMs + DAY_MS)];
+    const closed = [dayOf(firstDayMs - DAY_MS), dayOf(firstDayMs), dayOf(firstDayMs + DAY_MS)];
     const today = dayOf(todayMs);
     const before = await partsByDay();
     // the world's batches left the closed days in several parts, today in two
-    expect(before.get(`${closed[0]} events`)).toBeGreaterThan(1);
     expect(before.get(`${closed[1]} events`)).toBeGreaterThan(1);
+    expect(before.get(`${closed[2]} events`)).toBeGreaterThan(1);
     expect(before.get(`${today} events`)).toBe(2);
+    // a day one insert wrote is one part already, and is left alone
+    expect(before.get(`${closed[0]} events`)).toBe(1);
     const answers = await everyQuery();
 
     const done = await compactClosedDays(t.store, { nowMs, quietMs: 0 });
     expect(done.every((p) => p.skipped === undefined && closed.includes(p.day))).toBe(true);
     expect(done.map((p) => `${p.day} ${p.table}`).sort()).toEqual([...before].filter(([k, n]) => n > 1 && !k.startsWith(today)).map(([k]) => k).sort());
+    expect(done.map((p) => p.day)).not.toContain(closed[0]);
 
     const after = await partsByDay();
     for (const [k, n] of after) expect([k, n]).toEqual([k, k.startsWith(today) ? before.get(k) : 1]);
@@ -108,4 +115,43 @@ describe('compactClosedDays', () => {
     // nothing left to do
     expect(await compactClosedDays(t.store, { nowMs, quietMs: 0 })).toEqual([]);
   }, 120_000);
+});
+
+describe('startCompaction (serve and consumer)', () => {
+  it('merges a closed day that got a late batch on its first pass, reports it, and stops', async () => {
+    const late = JSON.stringify({ event_id: '00000000-0000-8000-8000-000000000777', event_type: 'boot', ts: (firstDayMs + 3_600_000) * 1000, source: 'server', service: 'svc-late' });
+    await t.store.insertJsonEachRow('events', late, { dedupToken: 'compact-late' });
+    const key = `${dayOf(firstDayMs)} events`;
+    expect((await partsByDay()).get(key)).toBe(2);
+    const passes: Array<{ merged: CompactedPartition[]; error?: Error }> = [];
+    const c = startCompaction(t.store, { firstMs: 1, everyMs: 3_600_000, quietMs: 0, onPass: (p) => passes.push(p) });
+    await vi.waitFor(() => expect(passes).toHaveLength(1), { timeout: 30_000 });
+    await c.stop();
+    expect(passes).toHaveLength(1);
+    expect(passes[0]!.error).toBeUndefined();
+    expect(passes[0]!.merged.map((p) => `${p.day} ${p.table}`)).toContain(key);
+    expect((await partsByDay()).get(key)).toBe(1);
+  });
+
+  it('reports a failed pass and stays scheduled', async () => {
+    const broken = { ...t.store, query: () => Promise.reject(new Error('store gone')) } as Store;
+    const passes: Array<{ merged: CompactedPartition[]; error?: Error }> = [];
+    const c = startCompaction(broken, { firstMs: 1, everyMs: 5, onPass: (p) => passes.push(p) });
+    await vi.waitFor(() => expect(passes.length).toBeGreaterThanOrEqual(2));
+    await c.stop();
+    expect(passes.every((p) => p.error?.message === 'store gone' && p.merged.length === 0)).toBe(true);
+  });
+
+  it('merges no partition once its signal is aborted (what stop() aborts)', async () => {
+    let merges = 0;
+    const counting = { ...t.store, maintain: (sql: string) => (merges++, t.store.maintain(sql)) } as Store;
+    const aborted = new AbortController();
+    aborted.abort();
+    for (const day of [firstDayMs, firstDayMs + DAY_MS]) {
+      const row = JSON.stringify({ event_id: `00000000-0000-8000-8000-00000000${String(day % 10_000).padStart(4, '0')}`, event_type: 'boot', ts: (day + 7_200_000) * 1000, source: 'server', service: 'svc-late' });
+      await t.store.insertJsonEachRow('events', row, { dedupToken: `compact-stop:${day}` });
+    }
+    expect(await compactClosedDays(counting, { quietMs: 0, signal: aborted.signal })).toEqual([]);
+    expect(merges).toBe(0);
+  });
 });
