@@ -519,7 +519,9 @@ function memoized<T>(key: string, memo: EndpointPathsMemo | undefined, resolve: 
 export async function resolveEndpointPaths(store: Store, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<string[]> {
   const common = Object.fromEntries(Object.keys(commonTypes).map((k) => [k, bound[k]]));
   endpointSql ??= withFragments('-- requires: proxy_endpoints\nSELECT groupUniqArray(url_path) AS paths FROM proxy_endpoints');
-  return memoized(JSON.stringify(common), memo, () => store.query<{ paths: string[] }>(endpointSql!, common).then(([row]) => row?.paths ?? []));
+  return memoized(JSON.stringify(common), memo, () =>
+    store.query<{ paths: string[] }>(endpointSql!, { ...common, ...wholeHours(common) }).then(([row]) => row?.paths ?? []),
+  );
 }
 let endpointSql: string | undefined;
 

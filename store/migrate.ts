@@ -146,7 +146,8 @@ export async function migrate(store: Store, options: { retentionDays?: number; m
  * The tables whose rows expire with the events they come from: `events` and the
  * tables materialized views fill from it (schema/migrations/0006 on; the rollups
  * of 0008 and arrival_outcomes of 0010/0011 keep the hour in `ts`; the signal rows
- * of 0012 are copies of rows of proxy_access and server_requests). Each has
+ * of 0012 are copies of rows of proxy_access and server_requests; the paths by the
+ * hour of 0014). Each has
  * `TTL toDateTime(ts) + …`.
  */
 export const RETAINED_TABLES: readonly string[] = [
@@ -158,6 +159,7 @@ export const RETAINED_TABLES: readonly string[] = [
   'arrival_outcomes',
   'proxy_signals',
   'server_signals',
+  'proxy_paths',
 ];
 
 /**

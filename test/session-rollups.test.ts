@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../core/config.ts';
-import { runQuery } from '../queries/index.ts';
+import { bindParams, resolveEndpointPaths, runQuery } from '../queries/index.ts';
 import { applyRetention, loadMigrations, migrate, openStore, type Store } from '../store/index.ts';
 import { fixtureHash, proxyEvents, T0_MICROS } from './fixtures/proxy-scenario.ts';
 import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
@@ -180,6 +180,50 @@ describe('the session rollups (migration 0008)', () => {
     }
   });
 
+  it('proxy_paths (0014): the endpoint’s paths from the whole hours are the rows’, whatever hours the range cuts, with mcp_paths or not', async () => {
+    // a path only a protocol-version header marks, at 05:10; a path with lines but no
+    // session evidence, at 04:40; a discovery probe with a session id, at 05:20
+    const base = events.find((e) => e.event_type === 'proxy_access')!;
+    const at = (h: number, m: number) => Date.parse(`${hour(h, m).replace(' ', 'T')}Z`) * 1000;
+    const extra = [
+      { ...base, event_id: '00000000-0000-8000-8000-00000000a001', ts: at(5, 10), url_path: '/mcp-v2', request_session_key: '', response_session_key: '', protocol_version: '2025-06-18' },
+      { ...base, event_id: '00000000-0000-8000-8000-00000000a002', ts: at(4, 40), url_path: '/health', request_session_key: '', response_session_key: '', protocol_version: '' },
+      { ...base, event_id: '00000000-0000-8000-8000-00000000a003', ts: at(5, 20), url_path: '/.well-known/oauth-protected-resource', request_session_key: 'k' },
+    ];
+    await store.insertJsonEachRow('events', body(extra), { dedupToken: 'paths' });
+    // the answer of the lines alone (the resolution before 0014)
+    const fromLines = async (p: Record<string, string | string[]>) =>
+      (
+        await store.query<{ paths: string[] }>(
+          `SELECT arraySort(groupUniqArray(url_path)) AS paths FROM proxy_access
+           WHERE ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')} AND ({service:String} = '' OR service = {service:String})
+             AND NOT discovery AND if(empty({mcp_paths:Array(String)}), marks_endpoint, has({mcp_paths:Array(String)}, url_path))`,
+          { service: '', mcp_paths: [], ...p },
+        )
+      )[0]!.paths;
+    const resolved = async (p: Record<string, string | string[]>) => (await resolveEndpointPaths(store, bindParams('restarts', p))).sort();
+    const ranges = [
+      [hour(4), hour(6)], // whole hours: the rollup only
+      [hour(4, 10), hour(5, 55)], // no whole hour: the lines only
+      [hour(4, 10), hour(6)],
+      [hour(4), hour(5, 15)], // 05:10 in, 05:20 out
+      [hour(4, 45), hour(5)], // 04:40 out
+      ['1960-01-01 00:00:00', '2199-01-01 00:00:00'],
+    ];
+    const inferred = await resolved({ t_from: hour(4), t_to: hour(6) });
+    expect(inferred).toContain('/mcp-v2');
+    expect(inferred).not.toContain('/health');
+    expect(inferred.some((p) => p.startsWith('/.well-known/'))).toBe(false);
+    for (const mcp_paths of [[], ['/health', '/mcp-v2', '/.well-known/oauth-protected-resource', '/nowhere']]) {
+      for (const [t_from, t_to] of ranges) {
+        const p = { t_from: t_from!, t_to: t_to!, mcp_paths };
+        expect(await resolved(p), JSON.stringify(p)).toEqual(await fromLines({ t_from: t_from!, t_to: t_to!, mcp_paths }));
+      }
+      // a service filter reads the lines
+      for (const service of ['s8', 's9b']) expect(await resolved({ service, mcp_paths }), service).toEqual(await fromLines({ service, t_from: hour(0), t_to: hour(23), mcp_paths }));
+    }
+  });
+
   it('do not count a retried batch or a copy of an event twice', async () => {
     // a batch written after the migration (scenario s8 an hour later, new event ids)
     const later = scenarioEvents('s8').map((e) => ({ ...e, ts: (e.ts as number) + 3 * 3600e6 }));
@@ -223,9 +267,9 @@ describe('the session rollups (migration 0008)', () => {
   it('expire with the events', async () => {
     await applyRetention(store, 30);
     const rows = await store.query<{ name: string; q: string }>(
-      `SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name IN ('proxy_sessions', 'server_sessions')`,
+      `SELECT name, create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name IN ('proxy_sessions', 'server_sessions', 'proxy_paths')`,
     );
-    expect(rows.map((r) => r.name).sort()).toEqual(['proxy_sessions', 'server_sessions']);
+    expect(rows.map((r) => r.name).sort()).toEqual(['proxy_paths', 'proxy_sessions', 'server_sessions']);
     for (const r of rows) expect(r.q, r.name).toMatch(/TTL toDateTime\(ts\) \+ toIntervalDay\(30\)/);
   });
 });
