@@ -40,6 +40,8 @@ export interface CompactOptions {
   freeBytes?: (dir: string) => number;
   /** Stops before the next partition's merge once aborted (a merge under way runs to its end). */
   signal?: AbortSignal;
+  /** Called with each partition as soon as it is merged or skipped. */
+  onPartition?: (p: CompactedPartition) => void;
 }
 
 /** One partition {@link compactClosedDays} merged, or left as it was and why. */
@@ -95,7 +97,7 @@ export async function compactClosedDays(store: Store, options: CompactOptions = 
       tables: options.tables ?? RETAINED_TABLES,
       today: todayStartS,
       // quietMs 0: whatever the write times (a part written this second included)
-      quiet_before: quietMs > 0 ? Math.floor((nowMs - quietMs) / 1000) : Number.MAX_SAFE_INTEGER,
+      quiet_before: quietMs > 0 ? Math.max(0, Math.floor((nowMs - quietMs) / 1000)) : Number.MAX_SAFE_INTEGER,
     },
   );
   const freeBytes = options.freeBytes ?? statfsFree;
@@ -106,13 +108,16 @@ export async function compactClosedDays(store: Store, options: CompactOptions = 
     // Names come from system.parts, not from a user; still, only a table of the list and
     // a day's partition id (YYYYMMDD) reach the statement.
     if (!DAY_PARTITION_ID.test(r.partition_id) || !(options.tables ?? RETAINED_TABLES).includes(r.table)) continue;
+    let p: CompactedPartition;
     if (store.mode === 'embedded' && freeBytes(store.location) < 2 * found.bytes) {
-      done.push({ ...found, ms: 0, skipped: 'disk' });
-      continue;
+      p = { ...found, ms: 0, skipped: 'disk' };
+    } else {
+      const t = performance.now();
+      await store.maintain(`OPTIMIZE TABLE ${r.table} PARTITION ID '${r.partition_id}' FINAL`);
+      p = { ...found, ms: Math.round(performance.now() - t) };
     }
-    const t = performance.now();
-    await store.maintain(`OPTIMIZE TABLE ${r.table} PARTITION ID '${r.partition_id}' FINAL`);
-    done.push({ ...found, ms: Math.round(performance.now() - t) });
+    done.push(p);
+    options.onPartition?.(p);
   }
   return done;
 }

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { COMPACT_QUIET_MS, compactClosedDays, openMigratedStore } from '../../store/index.ts';
+import { ContinuityError, ERROR_CODES } from '../../core/index.ts';
 import { configFrom, positiveFlag } from '../context.ts';
 
 /**
@@ -20,14 +21,27 @@ export function registerCompact(program: Command): void {
     .action(async (flags: { quiet: string; json?: boolean }, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
       const quietMs = /^\s*0*\.?0*\s*$/.test(flags.quiet) && /0/.test(flags.quiet) ? 0 : positiveFlag('--quiet', flags.quiet, false) * 60_000;
-      const store = await openMigratedStore(config);
+      const store = await openMigratedStore(config).catch((err: unknown) => {
+        if (err instanceof ContinuityError && err.code === 'CONT_ERR_STORE_LOCKED') {
+          const prefix = `${ERROR_CODES.CONT_ERR_STORE_LOCKED.message}: `;
+          const detail = err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
+          throw new ContinuityError('CONT_ERR_STORE_LOCKED', `${detail} (a running serve or consumer compacts its closed days itself, every 15 minutes)`, {
+            cause: err,
+            details: err.details,
+          });
+        }
+        throw err;
+      });
       try {
         const t = performance.now();
-        const done = await compactClosedDays(store, { quietMs });
-        for (const p of done) {
-          const what = p.skipped ? `skipped (${p.skipped === 'disk' ? 'not enough free disk for a merge' : p.skipped})` : `merged in ${p.ms} ms`;
-          process.stdout.write(flags.json ? JSON.stringify(p) + '\n' : `${p.day} ${p.table}: ${p.parts} parts, ${p.rows} rows ${what}\n`);
-        }
+        // each partition printed as soon as it is merged: a pass stopped half way says what it did
+        const done = await compactClosedDays(store, {
+          quietMs,
+          onPartition: (p) => {
+            const what = p.skipped ? `skipped (${p.skipped === 'disk' ? 'not enough free disk for a merge' : p.skipped})` : `merged in ${p.ms} ms`;
+            process.stdout.write(flags.json ? JSON.stringify(p) + '\n' : `${p.day} ${p.table}: ${p.parts} parts, ${p.rows} rows ${what}\n`);
+          },
+        });
         if (!flags.json) process.stdout.write(`${done.filter((p) => !p.skipped).length} partition(s) merged in ${Math.round(performance.now() - t)} ms\n`);
       } finally {
         await store.close();

@@ -126,9 +126,11 @@ export function registerConsumer(program: Command): void {
           if (typeof why === 'object') exitCode = 1;
         }
       } finally {
-        await compaction?.stop();
         await api?.close();
         await consumer.shutdown();
+        // after the consumer (its last batch written and committed); a merge under way
+        // runs to its end before the store closes
+        await compaction?.stop();
         await store.close();
       }
       const m = consumer.metrics;

@@ -65,8 +65,10 @@ export function registerServe(program: Command): void {
       });
       const received = await signal;
       process.stderr.write(`${received}: shutting down (no new requests; writing what was accepted)\n`);
-      await compaction.stop();
+      // no new requests and the accepted events written first; then the compaction
+      // stops (a merge under way runs to its end before the store closes)
       const { error } = await server.shutdown();
+      await compaction.stop();
       const rows = server.transport.writer.stats;
       await store.close();
       process.stderr.write(`stopped: ${rows.rows} event(s) written this run${rows.dropped ? `, ${rows.dropped} lost` : ''}; store closed\n`);

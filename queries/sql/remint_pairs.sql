@@ -15,11 +15,14 @@ WITH
 {whole_hour_lo:UInt32} < {whole_hour_hi:UInt32} AS whole_hours,
 server AS
 (
+    -- FINAL: a copy of a re-mint delivered again in another batch (not merged yet)
+    -- counts once, and one under another label only under its newest (the sorting
+    -- key starts with event_type: only the re-mints are read and merged)
     SELECT stale_session_key, replacement_session_key, any(mode) AS mode, count() AS events,
            min(toUnixTimestamp64Micro(ts)) / 1e6 AS first_t,
            reinterpretAsUInt128(sipHash128(stale_session_key)) AS stale_h,
            reinterpretAsUInt128(sipHash128(replacement_session_key)) AS replacement_h
-    FROM events
+    FROM events FINAL
     WHERE event_type = 'remint' AND outcome != 'failed'
       AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})

@@ -12,8 +12,12 @@ WITH
 -- the challenge events of both sources, each once
 challenge_events AS
 (
+    -- FINAL: a challenge re-imported under another label counts under its newest one
+    -- only, as the access lines do (without it, the old label's copy counted until a
+    -- merge: found by a break-it pass); the sorting key starts with event_type, so
+    -- only the challenges are read and merged
     SELECT event_id, ts, source, user_agent, principal_key, session_key, challenge_class, http_status
-    FROM events
+    FROM events FINAL
     WHERE event_type = 'auth_challenge' AND source IN ('proxy', 'server')
       AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
@@ -47,7 +51,7 @@ proxy_challenges AS
         (
             -- the challenge's session_key is the request's, else the response's
             SELECT event_id, ts, user_agent, principal_key, if(sk != '', sk, rk) AS session_key, http_status, clienth, skh
-            FROM proxy_signals
+            FROM proxy_signals FINAL
             WHERE http_status IN (401, 403)
               AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
               AND ({service:String} = '' OR service = {service:String})

@@ -149,7 +149,8 @@ recovered_keys AS
     SELECT skh, max(rt) AS rt
     FROM
     (
-        SELECT reinterpretAsUInt128(sipHash128(stale_session_key)) AS skh, toUnixTimestamp64Micro(ts) / 1e6 AS rt FROM events
+        -- (FINAL: a re-mint under another label counts under its newest one only)
+        SELECT reinterpretAsUInt128(sipHash128(stale_session_key)) AS skh, toUnixTimestamp64Micro(ts) / 1e6 AS rt FROM events FINAL
         WHERE event_type = 'remint' AND outcome != 'failed' AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
