@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { registerAnalyze, registerImport } from './commands/import.ts';
 import { registerHash } from './commands/hash.ts';
@@ -16,6 +17,7 @@ import { reportError } from './context.ts';
 
 const program = new Command('continuity')
   .description('MCP session-continuity analytics: import proxy logs and server events, query restarts, refused misses, re-mints and auth challenges.')
+  .version((JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version)
   .option('--data-dir <dir>', 'embedded store directory (env CONTINUITY_DATA_DIR; default ./.continuity)')
   .showHelpAfterError()
   .exitOverride();

@@ -57,10 +57,12 @@ export interface CompactedPartition {
   /** Time the merge took, ms (0 when skipped). */
   ms: number;
   /**
-   * Why it was not merged: `disk` when the embedded store's file system has less free
-   * space than twice the partition (a merge writes the new part before it drops the old ones).
+   * Why it was not merged: `open` for a day that has not ended (UTC); `recent` for a
+   * closed day written to within the quiet time; `disk` when the embedded store's file
+   * system has less free space than twice the partition (a merge writes the new part
+   * before it drops the old ones).
    */
-  skipped?: 'disk';
+  skipped?: 'open' | 'recent' | 'disk';
 }
 
 /** Default of {@link CompactOptions.quietMs}. */
@@ -74,8 +76,9 @@ const DAY_PARTITION_ID = /^\d{8}$/;
  * {@link Store.maintain}, so embedded queries do not wait behind it). A day of one part
  * is left as it is: an insert merges its own block's copies (`optimize_on_insert`, on by
  * default), so its part is level 1 already.
- * @returns the partitions found, merged or skipped, oldest day first (those left when
- *   `signal` aborted the pass are not listed).
+ * @returns every partition of more than one part, oldest day first: merged, or skipped
+ *   with the reason (those left when `signal` aborted the pass are not listed). An empty
+ *   list: every day is one part.
  * @throws ContinuityError of the store (CONT_ERR_STORE_*) when `system.parts` cannot be
  *   read or a merge fails; the partitions merged before stay merged.
  */
@@ -83,15 +86,15 @@ export async function compactClosedDays(store: Store, options: CompactOptions = 
   const nowMs = options.nowMs ?? Date.now();
   const quietMs = options.quietMs ?? COMPACT_QUIET_MS;
   const todayStartS = Math.floor(nowMs / 86_400_000) * 86_400;
-  const rows = await store.query<{ table: string; partition_id: string; day: string; parts: number; rows: number; bytes: number }>(
-    `SELECT table, partition_id, any(partition) AS day, count() AS parts, sum(rows) AS rows, sum(bytes_on_disk) AS bytes
+  const rows = await store.query<{ table: string; partition_id: string; day: string; parts: number; rows: number; bytes: number; open: number; recent: number }>(
+    `SELECT table, partition_id, any(partition) AS day, count() AS parts, sum(rows) AS rows, sum(bytes_on_disk) AS bytes,
+            toUnixTimestamp(toDate(day), 'UTC') >= {today:Int64} AS open,
+            toUnixTimestamp(max(modification_time)) > {quiet_before:Int64} AS recent
      FROM system.parts
      WHERE database = currentDatabase() AND active AND table IN {tables:Array(String)}
      GROUP BY table, partition_id
      -- (partition: the day as YYYY-MM-DD, the text of toDate(ts))
      HAVING parts > 1
-        AND toUnixTimestamp(toDate(day), 'UTC') < {today:Int64}
-        AND toUnixTimestamp(max(modification_time)) <= {quiet_before:Int64}
      ORDER BY day, table`,
     {
       tables: options.tables ?? RETAINED_TABLES,
@@ -109,7 +112,11 @@ export async function compactClosedDays(store: Store, options: CompactOptions = 
     // a day's partition id (YYYYMMDD) reach the statement.
     if (!DAY_PARTITION_ID.test(r.partition_id) || !(options.tables ?? RETAINED_TABLES).includes(r.table)) continue;
     let p: CompactedPartition;
-    if (store.mode === 'embedded' && freeBytes(store.location) < 2 * found.bytes) {
+    if (Number(r.open)) {
+      p = { ...found, ms: 0, skipped: 'open' };
+    } else if (Number(r.recent)) {
+      p = { ...found, ms: 0, skipped: 'recent' };
+    } else if (store.mode === 'embedded' && freeBytes(store.location) < 2 * found.bytes) {
       p = { ...found, ms: 0, skipped: 'disk' };
     } else {
       const t = performance.now();
@@ -135,8 +142,9 @@ export interface Compaction {
  * Runs {@link compactClosedDays} every `everyMs` (default 15 minutes; the first pass
  * after `firstMs`, default 1 minute) while a long-running process (`serve`,
  * `consumer`) owns the store. A pass never overlaps the previous one. Each pass that
- * merged something, and each failed pass, is reported to `onPass` (a failure is not
- * fatal: the next pass tries again).
+ * merged something (or skipped a day for want of disk), and each failed pass, is
+ * reported to `onPass` (a failure is not fatal: the next pass tries again); days still
+ * open or written to recently are not reported.
  */
 export function startCompaction(
   store: Store,
@@ -149,7 +157,10 @@ export function startCompaction(
     if (running || stopping.signal.aborted) return;
     running = compactClosedDays(store, { ...options, nowMs: undefined, signal: stopping.signal })
       .then(
-        (merged) => {
+        (found) => {
+          // the merged ones and those the disk could not hold (a day still open or
+          // written to recently is the next pass's)
+          const merged = found.filter((p) => p.skipped === undefined || p.skipped === 'disk');
           if (merged.length > 0) options.onPass?.({ merged });
         },
         (error: unknown) => options.onPass?.({ merged: [], error: error as Error }),

@@ -152,11 +152,16 @@ describe('sql, query and hash', () => {
     const before = await continuity(['report', '--json'], dir);
     const r = await continuity(['compact', '--quiet', '0', '--json'], dir);
     expect(r.code, r.stderr).toBe(0);
-    const merged = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as { table: string; parts: number; skipped?: string });
+    const lines = r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const merged = lines.slice(0, -1) as Array<{ table: string; parts: number; skipped?: string }>;
     expect(merged.map((p) => p.table)).toContain('events');
     expect(merged.every((p) => p.parts > 1 && p.skipped === undefined)).toBe(true);
+    expect(lines.at(-1)).toEqual({ merged: merged.length, open: 0, recent: 0, disk: 0, ms: expect.any(Number) });
     expect((await continuity(['report', '--json'], dir)).stdout).toBe(before.stdout);
-    expect((await continuity(['compact', '--quiet', '0'], dir)).stdout).toMatch(/^0 partition\(s\) merged in \d+ ms\n$/);
+    expect((await continuity(['compact', '--quiet', '0'], dir)).stdout).toMatch(/^0 partition\(s\) merged in \d+ ms: every day is one part already\n$/);
+    // right after an import, the default quiet time leaves the day alone and says so
+    await continuity(['import', 'caddy', `${CAPTURES}caddy-sdk-auth/caddy-access.log`, '--service', 'again'], dir);
+    expect((await continuity(['compact'], dir)).stdout).toMatch(/left alone \(written to within --quiet\)\n[^]*0 partition\(s\) merged in \d+ ms; \d+ written to in the last 10 minute\(s\) left alone \(--quiet 0 merges them now\)\n$/);
     const bad = await continuity(['compact', '--quiet', 'soon'], dir);
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toMatch(/CONT_ERR_CONFIG.*--quiet/);

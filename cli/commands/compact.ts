@@ -1,14 +1,34 @@
 import type { Command } from 'commander';
-import { COMPACT_QUIET_MS, compactClosedDays, openMigratedStore } from '../../store/index.ts';
+import { COMPACT_QUIET_MS, compactClosedDays, openMigratedStore, type CompactedPartition } from '../../store/index.ts';
 import { ContinuityError, ERROR_CODES } from '../../core/index.ts';
-import { configFrom, positiveFlag } from '../context.ts';
+import { configFrom } from '../context.ts';
+
+/** What a partition left alone was left for, in the command's words. */
+const WHY: Record<NonNullable<CompactedPartition['skipped']>, string> = {
+  open: 'today (UTC), not closed yet',
+  recent: 'written to within --quiet',
+  disk: 'not enough free disk for a merge',
+};
+
+/**
+ * `--quiet <minutes>`: 0 or more minutes, as ms.
+ * @throws ContinuityError CONT_ERR_CONFIG for anything else, before the store is opened.
+ */
+function quietFlag(text: string): number {
+  const v = Number(text);
+  if (!/^\s*(\d+\.?\d*|\.\d+)\s*$/.test(text) || !Number.isFinite(v)) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `--quiet takes a number of minutes, 0 or more (got ${JSON.stringify(text)})`);
+  }
+  return v * 60_000;
+}
 
 /**
  * `continuity compact [--quiet <minutes>] [--json]`: merges each closed day of the
  * event tables into one part (store/compact.ts `compactClosedDays`), so reads of
  * those days do not merge their parts again. `serve` and `consumer` do this on their
  * own every 15 minutes; this is for a store written by `import` (or a server written
- * by others). Prints one line per day and table merged (JSON: one object per line).
+ * by others). Prints a line per day and table merged or left alone (and why), then a
+ * summary line (JSON: one object per partition, then `{ merged, open, recent, disk, ms }`).
  * @throws ContinuityError of the store (CONT_ERR_STORE_*), e.g. CONT_ERR_STORE_LOCKED
  *   when another process owns the embedded data directory.
  */
@@ -17,10 +37,10 @@ export function registerCompact(program: Command): void {
     .command('compact')
     .description('merge each closed day (UTC) of the event tables into one part, so reads over past days do not merge parts again')
     .option('--quiet <minutes>', 'leave a day alone that was written to this recently (0: merge every closed day)', String(COMPACT_QUIET_MS / 60_000))
-    .option('--json', 'one JSON object per partition')
+    .option('--json', 'one JSON object per partition, then one with the counts: { merged, open, recent, disk, ms }')
     .action(async (flags: { quiet: string; json?: boolean }, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
-      const quietMs = /^\s*0*\.?0*\s*$/.test(flags.quiet) && /0/.test(flags.quiet) ? 0 : positiveFlag('--quiet', flags.quiet, false) * 60_000;
+      const quietMs = quietFlag(flags.quiet);
       const store = await openMigratedStore(config).catch((err: unknown) => {
         if (err instanceof ContinuityError && err.code === 'CONT_ERR_STORE_LOCKED') {
           const prefix = `${ERROR_CODES.CONT_ERR_STORE_LOCKED.message}: `;
@@ -38,11 +58,23 @@ export function registerCompact(program: Command): void {
         const done = await compactClosedDays(store, {
           quietMs,
           onPartition: (p) => {
-            const what = p.skipped ? `skipped (${p.skipped === 'disk' ? 'not enough free disk for a merge' : p.skipped})` : `merged in ${p.ms} ms`;
-            process.stdout.write(flags.json ? JSON.stringify(p) + '\n' : `${p.day} ${p.table}: ${p.parts} parts, ${p.rows} rows ${what}\n`);
+            if (flags.json) process.stdout.write(JSON.stringify(p) + '\n');
+            else if (p.skipped !== 'open') process.stdout.write(`${p.day} ${p.table}: ${p.parts} parts, ${p.rows} rows ${p.skipped ? `left alone (${WHY[p.skipped]})` : `merged in ${p.ms} ms`}\n`);
           },
         });
-        if (!flags.json) process.stdout.write(`${done.filter((p) => !p.skipped).length} partition(s) merged in ${Math.round(performance.now() - t)} ms\n`);
+        const ms = Math.round(performance.now() - t);
+        const n = (why?: CompactedPartition['skipped']) => done.filter((p) => p.skipped === why).length;
+        if (flags.json) {
+          process.stdout.write(JSON.stringify({ merged: n(), open: n('open'), recent: n('recent'), disk: n('disk'), ms }) + '\n');
+        } else {
+          const left = [
+            n('recent') ? `${n('recent')} written to in the last ${flags.quiet.trim()} minute(s) left alone (--quiet 0 merges them now)` : '',
+            n('disk') ? `${n('disk')} left alone for want of free disk` : '',
+            n('open') ? `${n('open')} of today (UTC), not closed yet` : '',
+          ].filter(Boolean);
+          const none = done.length === 0 ? ': every day is one part already' : '';
+          process.stdout.write(`${n()} partition(s) merged in ${ms} ms${none}${left.length ? `; ${left.join('; ')}` : ''}\n`);
+        }
       } finally {
         await store.close();
       }
