@@ -47,13 +47,14 @@ export function parseParams(pairs: string[] = []): Record<string, string> {
 }
 
 /**
- * A flag's value as a positive number (a whole one when `whole`).
+ * A flag's value as a positive number (a whole one when `whole`; 0 too when `orZero`).
  * @throws ContinuityError CONT_ERR_CONFIG naming the flag, before the store is opened.
  */
-export function positiveFlag(flag: string, text: string, whole: boolean): number {
+export function positiveFlag(flag: string, text: string, whole: boolean, orZero = false): number {
   const v = Number(text);
-  if (!/^\s*[0-9.]+\s*$/.test(text) || !Number.isFinite(v) || v <= 0 || (whole && !Number.isSafeInteger(v))) {
-    throw new ContinuityError('CONT_ERR_CONFIG', `${flag} takes a positive ${whole ? 'whole number' : 'number'} (got ${JSON.stringify(text)})`);
+  if (!/^\s*[0-9.]+\s*$/.test(text) || !Number.isFinite(v) || v < 0 || (v === 0 && !orZero) || (whole && !Number.isSafeInteger(v))) {
+    const what = `${orZero ? '' : 'positive '}${whole ? 'whole number' : 'number'}${orZero ? ', 0 or more' : ''}`;
+    throw new ContinuityError('CONT_ERR_CONFIG', `${flag} takes a ${what} (got ${JSON.stringify(text)})`);
   }
   return v;
 }

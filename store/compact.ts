@@ -86,6 +86,7 @@ export async function compactClosedDays(store: Store, options: CompactOptions = 
   const nowMs = options.nowMs ?? Date.now();
   const quietMs = options.quietMs ?? COMPACT_QUIET_MS;
   const todayStartS = Math.floor(nowMs / 86_400_000) * 86_400;
+  const tables = options.tables ?? RETAINED_TABLES;
   const rows = await store.query<{ table: string; partition_id: string; day: string; parts: number; rows: number; bytes: number; open: number; recent: number }>(
     `SELECT table, partition_id, any(partition) AS day, count() AS parts, sum(rows) AS rows, sum(bytes_on_disk) AS bytes,
             toUnixTimestamp(toDate(day), 'UTC') >= {today:Int64} AS open,
@@ -97,7 +98,7 @@ export async function compactClosedDays(store: Store, options: CompactOptions = 
      HAVING parts > 1
      ORDER BY day, table`,
     {
-      tables: options.tables ?? RETAINED_TABLES,
+      tables,
       today: todayStartS,
       // quietMs 0: whatever the write times (a part written this second included)
       quiet_before: quietMs > 0 ? Math.max(0, Math.floor((nowMs - quietMs) / 1000)) : Number.MAX_SAFE_INTEGER,
@@ -110,7 +111,7 @@ export async function compactClosedDays(store: Store, options: CompactOptions = 
     const found = { table: r.table, day: r.day, parts: Number(r.parts), rows: Number(r.rows), bytes: Number(r.bytes) };
     // Names come from system.parts, not from a user; still, only a table of the list and
     // a day's partition id (YYYYMMDD) reach the statement.
-    if (!DAY_PARTITION_ID.test(r.partition_id) || !(options.tables ?? RETAINED_TABLES).includes(r.table)) continue;
+    if (!DAY_PARTITION_ID.test(r.partition_id) || !tables.includes(r.table)) continue;
     let p: CompactedPartition;
     if (Number(r.open)) {
       p = { ...found, ms: 0, skipped: 'open' };

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { COMPACT_QUIET_MS, compactClosedDays, openMigratedStore, type CompactedPartition } from '../../store/index.ts';
 import { ContinuityError, ERROR_CODES } from '../../core/index.ts';
-import { configFrom } from '../context.ts';
+import { configFrom, positiveFlag } from '../context.ts';
 
 /** What a partition left alone was left for, in the command's words. */
 const WHY: Record<NonNullable<CompactedPartition['skipped']>, string> = {
@@ -9,18 +9,6 @@ const WHY: Record<NonNullable<CompactedPartition['skipped']>, string> = {
   recent: 'written to within --quiet',
   disk: 'not enough free disk for a merge',
 };
-
-/**
- * `--quiet <minutes>`: 0 or more minutes, as ms.
- * @throws ContinuityError CONT_ERR_CONFIG for anything else, before the store is opened.
- */
-function quietFlag(text: string): number {
-  const v = Number(text);
-  if (!/^\s*(\d+\.?\d*|\.\d+)\s*$/.test(text) || !Number.isFinite(v)) {
-    throw new ContinuityError('CONT_ERR_CONFIG', `--quiet takes a number of minutes, 0 or more (got ${JSON.stringify(text)})`);
-  }
-  return v * 60_000;
-}
 
 /**
  * `continuity compact [--quiet <minutes>] [--json]`: merges each closed day of the
@@ -40,7 +28,7 @@ export function registerCompact(program: Command): void {
     .option('--json', 'one JSON object per partition, then one with the counts: { merged, open, recent, disk, ms }')
     .action(async (flags: { quiet: string; json?: boolean }, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
-      const quietMs = quietFlag(flags.quiet);
+      const quietMs = positiveFlag('--quiet', flags.quiet, false, true) * 60_000;
       const store = await openMigratedStore(config).catch((err: unknown) => {
         if (err instanceof ContinuityError && err.code === 'CONT_ERR_STORE_LOCKED') {
           const prefix = `${ERROR_CODES.CONT_ERR_STORE_LOCKED.message}: `;
