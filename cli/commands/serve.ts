@@ -46,7 +46,12 @@ export function registerServe(program: Command): void {
       const port = portFlag(flags.port);
       const store = await openMigratedStore(config);
       const server = await createContinuityServer({ store, bearerToken: config.ingestToken, queryDefaults: config });
-      const signal = untilSignal();
+      // a second signal exits at once: say what of the accepted events it leaves unwritten
+      const signal = untilSignal(() => {
+        const { bufferedRows, pendingBatches } = server.transport.writer.stats;
+        if (bufferedRows === 0 && pendingBatches === 0) return 'every accepted event was written';
+        return `accepted events not yet written are lost: ${bufferedRows} buffered, ${pendingBatches} batch(es) being written`;
+      });
       let endpoints: ServerEndpoints;
       try {
         endpoints = await server.listen(flags.host, port);
