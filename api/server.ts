@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
-import { codedRequestError, ContinuityError, isContinuityError } from '../core/index.ts';
+import { closeWithin, codedRequestError, ContinuityError, isContinuityError, REQUEST_TIMEOUT_MS, trackConnections } from '../core/index.ts';
 import { createGateway, createInProcessTransport, mapOtlpRecord, registerRequestBodies, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
 import type { Store } from '../store/index.ts';
 import type { QueryDefaults } from '../queries/index.ts';
@@ -18,6 +18,8 @@ export interface ContinuityServerOptions {
   logger?: boolean;
   /** The deployment's defaults of query parameters for the read API (a request's own values win). */
   queryDefaults?: QueryDefaults;
+  /** How long `shutdown` waits for requests in flight before it closes their connections, ms (default core/http.ts CLOSE_GRACE_MS). */
+  closeGraceMs?: number;
 }
 
 /** Where a listening server takes events and answers reads. */
@@ -70,7 +72,7 @@ export async function createContinuityServer(options: ContinuityServerOptions): 
       closing ??= (async () => {
         let error: Error | undefined;
         try {
-          await app.close();
+          await closeWithin(app, options.closeGraceMs);
         } catch (err) {
           error = err as Error;
         }
@@ -119,7 +121,8 @@ export interface ReadServer {
  * unknown route is 404 `CONT_ERR_NOT_FOUND`; errors are the coded JSON shape.
  */
 export async function createReadServer(options: ReadServerOptions): Promise<ReadServer> {
-  const app = Fastify({ logger: false, bodyLimit: options.maxBodyBytes ?? 1 << 20 });
+  const app = Fastify({ logger: false, bodyLimit: options.maxBodyBytes ?? 1 << 20, requestTimeout: REQUEST_TIMEOUT_MS });
+  trackConnections(app.server);
   await registerRequestBodies(app);
   const send = (reply: FastifyReply, err: ContinuityError): FastifyReply => reply.status(err.httpStatus).send(err.toJSON());
   app.setNotFoundHandler((req, reply) => send(reply, new ContinuityError('CONT_ERR_NOT_FOUND', `${req.method} ${req.url}`, { details: { method: req.method, url: req.url } })));
@@ -139,7 +142,7 @@ export async function createReadServer(options: ReadServerOptions): Promise<Read
       return baseUrlOf(app, host);
     },
     close() {
-      closing ??= app.close();
+      closing ??= closeWithin(app);
       return closing;
     },
   };

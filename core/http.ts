@@ -4,6 +4,7 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
 import { ContinuityError } from './errors.ts';
 
 /**
@@ -111,6 +112,22 @@ export class JsonBodyError extends Error {
 const SUSPECT_PROTO = /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)(?:r|\\u0072)(?:o|\\u006[Ff])(?:t|\\u0074)(?:o|\\u006[Ff])(?:_|\\u005[Ff])(?:_|\\u005[Ff])"\s*:/;
 const SUSPECT_CONSTRUCTOR = /"(?:c|\\u0063)(?:o|\\u006[Ff])(?:n|\\u006[Ee])(?:s|\\u0073)(?:t|\\u0074)(?:r|\\u0072)(?:u|\\u0075)(?:c|\\u0063)(?:t|\\u0074)(?:o|\\u006[Ff])(?:r|\\u0072)"\s*:/;
 
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/**
+ * Decodes a request body as UTF-8 (RFC 8259 §8.1: JSON text exchanged between systems
+ * is UTF-8), refusing invalid bytes: decoded with replacement, a byte such as 0xFF in
+ * a user agent was stored as U+FFFD under a 200 (found by a break-it pass).
+ * @throws JsonBodyError (400, `CONT_ERR_BAD_REQUEST`) when the bytes are not UTF-8
+ */
+export function decodeUtf8Body(body: Buffer): string {
+  try {
+    return STRICT_UTF8.decode(body);
+  } catch {
+    throw new JsonBodyError('the body is not valid UTF-8 (RFC 8259 §8.1: JSON is exchanged as UTF-8); send its text encoded as UTF-8');
+  }
+}
+
 /**
  * Parses a JSON request body (RFC 8259; a leading byte-order mark is skipped) with the
  * prototype-poisoning protection of fastify's default parser, but saying what is wrong
@@ -188,4 +205,64 @@ export function createBearerCheck(token: string): (authorization: string | undef
 
 function sha256(value: string): Buffer {
   return createHash('sha256').update(value, 'utf8').digest();
+}
+
+/**
+ * The HTTP servers' request timeout, ms: a request whose head and body have not
+ * arrived within it is answered 408 and its connection closed (Node's
+ * `server.requestTimeout`; fastify's default 0 turns Node's 300 s off). Without it a
+ * client sending its body a byte at a time held a connection, and the shutdown that
+ * waits for it, for as long as it liked (found by a break-it pass).
+ */
+export const REQUEST_TIMEOUT_MS = 60_000;
+
+/** How long a shutdown waits for requests in flight before it closes their connections, ms. */
+export const CLOSE_GRACE_MS = 10_000;
+
+/** The open sockets of each server {@link trackConnections} was given. */
+const OPEN_SOCKETS = new WeakMap<object, Set<{ destroyed: boolean; destroy(): void; once(event: 'close', listener: () => void): unknown }>>();
+
+/**
+ * Starts counting a server's open connections, for {@link closeWithin}: call it on
+ * a fastify app's `server` before it listens.
+ */
+export function trackConnections(server: { on(event: 'connection', listener: (socket: Socket) => void): unknown }): void {
+  const open = new Set<Socket>();
+  OPEN_SOCKETS.set(server, open);
+  server.on('connection', (socket) => {
+    open.add(socket);
+    socket.once('close', () => open.delete(socket));
+  });
+}
+
+/**
+ * Closes a fastify app: stops listening and waits for the connections still open
+ * (requests in flight) to end, for at most `graceMs`; then destroys those still
+ * open. fastify's `close()` waits for a request still arriving, and a client that
+ * sent its body a byte at a time held the shutdown for as long as it kept sending
+ * (found by a break-it pass). The connections are counted by
+ * {@link trackConnections} (without it, only `close()` is awaited). A request cut
+ * off gets no response; an ingest request that got none was not acknowledged, so
+ * its client sends it again.
+ * @param app the app (fastify 5)
+ * @param graceMs the wait, ms (default {@link CLOSE_GRACE_MS})
+ * @throws whatever `app.close()` rejects with
+ */
+export async function closeWithin(app: { close(): PromiseLike<unknown>; server: object }, graceMs = CLOSE_GRACE_MS): Promise<void> {
+  const open = OPEN_SOCKETS.get(app.server);
+  if (!open) {
+    await app.close();
+    return;
+  }
+  const deadline = setTimeout(() => {
+    for (const s of open) s.destroy();
+  }, graceMs);
+  deadline.unref();
+  try {
+    await app.close();
+    // close() may also resolve with a connection still open: wait for it as well
+    await Promise.all([...open].map((s) => (s.destroyed ? undefined : new Promise<void>((resolve) => s.once('close', () => resolve())))));
+  } finally {
+    clearTimeout(deadline);
+  }
 }

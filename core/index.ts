@@ -5,12 +5,17 @@ export { ContinuityError, ERROR_CODES, isContinuityError, renderErrorDocs } from
 export type { ErrorCode, ErrorSpec } from './errors.ts';
 export {
   assertMediaType,
+  CLOSE_GRACE_MS,
+  closeWithin,
+  trackConnections,
   codedRequestError,
   createBearerCheck,
+  decodeUtf8Body,
   JsonBodyError,
   mediaTypeOf,
   parseJsonBody,
   REQUEST_CONTENT_CODINGS,
+  REQUEST_TIMEOUT_MS,
   unsupportedContentCodingError,
 } from './http.ts';
 export type { FrameworkError } from './http.ts';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { ContinuityError, type Config, type KafkaConfig } from '../../core/index.ts';
+import { closeWithin, ContinuityError, type Config, type KafkaConfig } from '../../core/index.ts';
 import { createGateway, createKafkaProducerSink, mapOtlpRecord, type KafkaLogLevel } from '../../ingest/index.ts';
 import { configFrom, listenError, portFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
@@ -54,7 +54,7 @@ export function registerGateway(program: Command): void {
         `continuity gateway: listening on ${address} (POST /v1/logs, POST /v1/events) → Kafka ${kafka.brokers.join(',')} topic ${kafka.topic} (${kafka.partitions} partitions)\n`,
       );
       await untilSignal();
-      await app.close();
+      await closeWithin(app);
       await sink.shutdown();
       // The gateway's counts are what the clients got: every 503, those of the shutdown too.
       process.stdout.write(

@@ -5,8 +5,11 @@ import {
   assertMediaType,
   codedRequestError,
   createBearerCheck,
+  decodeUtf8Body,
   parseJsonBody,
   REQUEST_CONTENT_CODINGS,
+  REQUEST_TIMEOUT_MS,
+  trackConnections,
   unsupportedContentCodingError,
 } from '../../core/http.ts';
 import { parseEvent, type ContinuityEvent, type EventIssue, type ParseResult } from '../../schema/index.ts';
@@ -147,7 +150,8 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   const stats: GatewayStats = { requests: 0, accepted: 0, rejected: 0, rejectedByCode: {}, unavailable: 0, unavailableEvents: 0 };
   // fastify's own 503 while closing has no code, no Retry-After and no count: the
   // onRequest hook below answers instead.
-  const app = Fastify({ logger: options.logger ?? false, bodyLimit: maxBodyBytes, return503OnClosing: false });
+  const app = Fastify({ logger: options.logger ?? false, bodyLimit: maxBodyBytes, return503OnClosing: false, requestTimeout: REQUEST_TIMEOUT_MS });
+  trackConnections(app.server);
   const now = options.nowMicros ?? (() => Date.now() * 1000);
   const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;
 
@@ -246,10 +250,13 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   };
 
   app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async (_req, reply) => {
+  // The probes answer without the token (a load balancer's or an orchestrator's
+  // probe may not carry it); /readyz's counters only to a request that has it.
+  app.get('/readyz', async (req, reply) => {
     const ready = options.sink.ready();
     const reason = ready ? undefined : options.sink.unreadyReason?.();
-    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', ...(reason ? { reason } : {}), ...stats });
+    const counters = !bearerOk || bearerOk(req.headers.authorization) ? stats : {};
+    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'unavailable', ...(reason ? { reason } : {}), ...counters });
   });
 
   app.post('/v1/logs', { onRequest: [authorize, accepts(OTLP_MEDIA_TYPES)] }, async (req, reply) => {
@@ -354,6 +361,16 @@ function sendError(reply: FastifyReply, err: ContinuityError): FastifyReply {
  * refusal that names the key instead of "Body is not valid JSON".
  */
 export async function registerRequestBodies(app: FastifyInstance): Promise<void> {
+  // Content codings are case-insensitive (RFC 9110 §8.4.1); @fastify/compress compares
+  // them as sent, so 'GZIP' was a 415. The header is lowercased before it looks, and
+  // 'identity' (no coding) dropped.
+  app.addHook('onRequest', async (req) => {
+    const coding = req.headers['content-encoding'];
+    if (typeof coding !== 'string') return;
+    const normal = coding.trim().toLowerCase();
+    if (normal === 'identity' || normal === '') delete req.headers['content-encoding'];
+    else req.headers['content-encoding'] = normal;
+  });
   await app.register(fastifyCompress, {
     globalCompression: false,
     globalDecompression: true,
@@ -361,9 +378,9 @@ export async function registerRequestBodies(app: FastifyInstance): Promise<void>
     onUnsupportedRequestEncoding: (encoding) => unsupportedContentCodingError(encoding),
   });
   app.removeContentTypeParser('application/json');
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_req, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body, done) => {
     try {
-      done(null, parseJsonBody(body as string));
+      done(null, parseJsonBody(decodeUtf8Body(body as Buffer)));
     } catch (err) {
       done(err as Error, undefined);
     }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { connect, type Socket } from 'node:net';
-import { gzipSync } from 'node:zlib';
+import { deflateSync, gzipSync } from 'node:zlib';
 import { logs } from '@opentelemetry/api-logs';
 import { OTLPLogExporter as OTLPJsonExporter } from '@opentelemetry/exporter-logs-otlp-http';
 import { OTLPLogExporter as OTLPProtoExporter } from '@opentelemetry/exporter-logs-otlp-proto';
@@ -311,6 +311,31 @@ describe('POST /v1/events', () => {
     expect(await stored("service IN ('events-plain', 'events-gzip')")).toBe(2);
   });
 
+  it('takes a content coding in any case, and identity as none (RFC 9110 §8.4.1)', async () => {
+    for (const [coding, body] of [
+      ['GZIP', gzipSync(JSON.stringify([boot({ service: 'events-coding-upper' })]))],
+      [' Deflate ', deflateSync(JSON.stringify([boot({ service: 'events-coding-upper' })]))],
+      ['identity', Buffer.from(JSON.stringify([boot({ service: 'events-coding-upper' })]))],
+    ] as const) {
+      const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json', 'content-encoding': coding }, payload: body });
+      expect(res.statusCode, coding).toBe(200);
+      expect(res.json(), coding).toEqual({ accepted: 1 });
+    }
+  });
+
+  it('refuses a body that is not UTF-8 with 400 CONT_ERR_BAD_REQUEST, storing none of it (RFC 8259 §8.1)', async () => {
+    const text = JSON.stringify([boot({ service: 'events-not-utf8', release: 'r-MARK' })]);
+    const bytes = Buffer.from(text, 'utf8');
+    const at = bytes.indexOf('MARK');
+    bytes[at] = 0xff; // a lone 0xFF is never UTF-8
+    const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload: bytes });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', message: expect.stringContaining('not valid UTF-8') });
+    // the same event as UTF-8 (U+00FF) is taken
+    const ok = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload: Buffer.from(text.replace('MARK', '\u00ffARK'), 'utf8') });
+    expect(ok.json()).toEqual({ accepted: 1 });
+  });
+
   it('answers 400 listing each refused event with its code, and keeps the valid ones', async () => {
     const res = await app.inject({
       method: 'POST',
@@ -531,11 +556,13 @@ describe('access and health', () => {
       });
     }
   });
-  it('answers /healthz and /readyz', async () => {
+  it('answers /healthz and /readyz without the token, and shows /readyz counters only with it', async () => {
     expect((await app.inject({ url: '/healthz' })).statusCode).toBe(200);
     const ready = await app.inject({ url: '/readyz' });
     expect(ready.statusCode).toBe(200);
-    expect(ready.json()).toMatchObject({ status: 'ready' });
+    expect(ready.json()).toEqual({ status: 'ready' });
+    const counted = await app.inject({ url: '/readyz', headers: { authorization: `Bearer ${TOKEN}` } });
+    expect(counted.json()).toMatchObject({ status: 'ready', requests: expect.any(Number), accepted: expect.any(Number), rejected: expect.any(Number) });
   });
 });
 

@@ -1,5 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { Socket } from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -107,4 +108,48 @@ describe('continuity serve', () => {
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout.trim().split(/\r?\n/)).toEqual(['"n"', '2']);
   });
+});
+
+describe('continuity serve with a request still arriving at SIGTERM', () => {
+  it('cuts that request off after its grace (10 s) and exits, rather than wait for the client', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-slow-'));
+    const proc = spawn(process.execPath, [BIN, '--data-dir', dir, 'serve', '--port', '0'], {
+      env: { ...process.env, CONTINUITY_HASH_KEY: KEY, CLICKHOUSE_URL: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let url = '';
+    let err = '';
+    createInterface({ input: proc.stdout! }).on('line', (line) => {
+      const m = /^listening on (http:\/\/\S+)$/.exec(line);
+      if (m) url = m[1]!;
+    });
+    proc.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    let drip: NodeJS.Timeout | undefined;
+    const socket = new Socket();
+    try {
+      await waitFor(() => url !== '' || proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
+      expect(url, err).not.toBe('');
+      socket.on('error', () => {}); // EPIPE once serve has cut it off: expected
+      const cut = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+      await new Promise<void>((resolve) => socket.connect(Number(new URL(url).port), '127.0.0.1', resolve));
+      // the head and one byte of a 100,000-byte body, then a byte a second: the
+      // request never completes while the client lives (it outlives the test)
+      socket.write('POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[');
+      drip = setInterval(() => socket.writable && socket.write(' '), 1000);
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      proc.kill('SIGTERM');
+      // before the fix serve exited only when the client went away
+      expect(await waitForExit(proc, 40_000), err).toBe(true);
+      expect(proc.exitCode, err).toBe(0);
+      await cut;
+    } finally {
+      clearInterval(drip);
+      socket.destroy();
+      if (proc.exitCode === null) {
+        proc.kill('SIGKILL');
+        await waitForExit(proc, 10_000);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
 });
