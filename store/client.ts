@@ -193,9 +193,6 @@ type ClientConnection = NonNullable<NonNullable<Parameters<typeof createClient>[
  */
 const EMBEDDED_INSERT_LANES = 2;
 
-/** Lanes for reads (the main one and one more, opened on first contention): see renewingConnection. */
-const EMBEDDED_READ_LANES = Number(process.env.CONTINUITY_READ_LANES ?? 2);
-
 /** One chDB connection that runs one statement at a time and is replaced after a failure. */
 interface Lane {
   run<R>(op: (conn: ChdbConnection) => Promise<R>, failed?: (r: R) => boolean): Promise<R>;
@@ -306,22 +303,8 @@ function renewingConnection(
     close,
   });
   const closeAll = (): Promise<void> =>
-    Promise.all([...lanes, ...readLanes.slice(1), ...(adhoc ? [adhoc] : []), ...(maintenance ? [maintenance] : [])].map((l) => l.close())).then(() => undefined);
-  // Reads (the client's query: named queries, reports' statements) run on whichever of
-  // EMBEDDED_READ_LANES lanes has the fewest statements waiting (the first is the
-  // main lane; the second opens on first contention), so a report's independent
-  // statements overlap: much of a statement's time is its analysis, on one core.
-  const readLanes: Lane[] = [main];
-  const readLane = (): Lane => {
-    let best = readLanes[0]!;
-    for (const l of readLanes) if (l.pending < best.pending) best = l;
-    if (best.pending > 0 && readLanes.length < EMBEDDED_READ_LANES) {
-      best = createLane(dbPath, undefined, open);
-      readLanes.push(best);
-    }
-    return best;
-  };
-  const connection = { ...laneConnection(() => main, closeAll), query: (params: Parameters<ChdbConnection['query']>[0]) => readLane().run((c) => c.query(params)) };
+    Promise.all([...lanes, ...(adhoc ? [adhoc] : []), ...(maintenance ? [maintenance] : [])].map((l) => l.close())).then(() => undefined);
+  const connection = laneConnection(() => main, closeAll);
   // Closing the store closes every lane (the main client's close); the ad hoc and
   // maintenance clients' own close does nothing more.
   const adhocConnection = laneConnection(adhocLane, async () => undefined);
