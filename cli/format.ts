@@ -1,4 +1,5 @@
 import Table from 'cli-table3';
+import { visibleText } from '../core/text.ts';
 
 /** Output formats for row results. */
 export type RowFormat = 'table' | 'json' | 'csv';
@@ -16,6 +17,7 @@ export function formatRows(rows: Array<Record<string, unknown>>, format: RowForm
   }
   if (rows.length === 0) return '(no rows)\n';
   const table = new Table({ head: cols, style: { head: [], border: [] } });
-  for (const r of rows) table.push(cols.map((c) => (r[c] === null || r[c] === undefined ? '' : typeof r[c] === 'object' ? JSON.stringify(r[c]) : String(r[c]))));
+  // (what the store holds, shown on a terminal: control and bidi characters as escapes, core/text.ts)
+  for (const r of rows) table.push(cols.map((c) => visibleText(r[c] === null || r[c] === undefined ? '' : typeof r[c] === 'object' ? JSON.stringify(r[c]) : String(r[c]))));
   return table.toString() + '\n';
 }

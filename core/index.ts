@@ -23,3 +23,4 @@ export { createKeyedHasher, hasherForConfig, loadOrCreateKeyFile } from './hash.
 export type { KeyedHasher } from './hash.ts';
 export { retry } from './retry.ts';
 export type { RetryOptions } from './retry.ts';
+export { oneLine, visibleText } from './text.ts';

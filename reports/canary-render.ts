@@ -1,3 +1,4 @@
+import { oneLine } from '../core/text.ts';
 import { pct, type CanaryReport, type GateResult, type ProportionBound, type QueryRead } from './canary.ts';
 
 /** Output formats of the canary report. */
@@ -83,21 +84,25 @@ function cellText(v: unknown): string {
 // ---------------------------------------------------------------------------
 // Markdown
 
-/** Escapes text for a Markdown paragraph or table cell (inline HTML neutralised, pipes and emphasis escaped). */
+/**
+ * Escapes text for a Markdown paragraph or table cell: on one line (every line break,
+ * a bare CR too, a space) with control and bidi characters shown as escapes
+ * (core/text.ts oneLine), inline HTML neutralised, pipes and emphasis escaped.
+ */
 export function escapeMarkdown(s: string): string {
-  return s
+  return oneLine(s)
     .replace(/&/g, '&amp;')
     .replace(/</g, '&lt;')
     .replace(/>/g, '&gt;')
-    .replace(/([\\`*_[\]|#])/g, '\\$1')
-    .replace(/\r?\n/g, ' ');
+    .replace(/([\\`*_[\]|#])/g, '\\$1');
 }
 
-/** Inline code that cannot be broken out of (a backtick run longer than any inside). */
-function mdCode(s: string): string {
+/** Inline code that cannot be broken out of (a backtick run longer than any inside; on one line, controls shown: core/text.ts oneLine). */
+function mdCode(text: string): string {
+  const s = oneLine(text);
   const longest = Math.max(0, ...(s.match(/`+/g) ?? []).map((m) => m.length));
   const fence = '`'.repeat(longest + 1);
-  return `${fence}${longest ? ' ' : ''}${s.replace(/\r?\n/g, ' ')}${longest ? ' ' : ''}${fence}`;
+  return `${fence}${longest ? ' ' : ''}${s}${longest ? ' ' : ''}${fence}`;
 }
 
 function mdTable(head: string[], rows: string[][]): string[] {

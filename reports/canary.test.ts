@@ -7,7 +7,7 @@ import { insertEvents, proxyEvents, repeat, T0_MICROS } from '../test/fixtures/p
 import { ServerScenario } from '../test/fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
 import { clopperPearsonLower } from './bounds.ts';
-import { buildCanaryReport, DEFAULT_GATES, parseDuration, parseGates, type CanaryReport, type GateId, type GateResult } from './canary.ts';
+import { buildCanaryReport, DEFAULT_GATES, parseDuration, parseGates, rateAboveLimit, type CanaryReport, type GateId, type GateResult } from './canary.ts';
 import { escapeHtml, renderCanary, renderCanaryHtml, renderCanaryMarkdown } from './canary-render.ts';
 
 // The canary report over deploys built with the scenario builders, each under its
@@ -40,7 +40,13 @@ beforeAll(async () => {
     }
     return s.events;
   });
-  await insertEvents(t.store, [...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...bootsOnly.events, ...bootsOnlyProxy, ...overlappingDeploy(), ...firstBootDeploy(), ...staleBeforeDeploy()]);
+  // a release deployed, rolled back, and deployed again
+  const roll = new ServerScenario('roll');
+  for (const [at, release] of [[0, 'r1'], [100, 'r2'], [200, 'r1'], [300, 'r2']] as const) {
+    roll.boot(at, release);
+    roll.session(`roll-${at}`, at + 1, 3);
+  }
+  await insertEvents(t.store, [...roll.events, ...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...bootsOnly.events, ...bootsOnlyProxy, ...overlappingDeploy(), ...firstBootDeploy(), ...staleBeforeDeploy()]);
 });
 afterAll(async () => {
   await t?.close();
@@ -196,7 +202,7 @@ describe('a server deploy found among the server restarts, its row read over the
     // (resolveServerDeploy: `restarts` over the whole store spends its time on proxy inference)
     const all = await runQuery<Record<string, unknown>>(t.store, 'restarts', {});
     const iso = (v: unknown) => (v === null ? null : isoMicros(parseTimeMicros(String(v))!));
-    for (const [service, deploy] of [['pass', 'latest'], ['fail', 'v2'], ['third', 'latest'], ['first', 'latest'], ['auth', 'latest'], ['', 'latest'], ['', 'tie2']] as const) {
+    for (const [service, deploy] of [['pass', 'latest'], ['fail', 'v2'], ['third', 'latest'], ['first', 'latest'], ['auth', 'latest'], ['', 'latest'], ['mid', 'tie2']] as const) {
       const r = service ? await canary(service, deploy) : await buildCanaryReport(t.store, { deploy });
       const row = all.find((x) => x.source === 'server' && x.boot_id === r.deploy?.boot_id);
       expect(row, `${service} ${deploy}`).toBeDefined();
@@ -344,7 +350,24 @@ describe('cannot evaluate (exit code 2)', () => {
     // (tiedDeploys, in the store: zeta and mid restart at the same microsecond, after every other deploy)
     const r = await buildCanaryReport(t.store, { deploy: 'latest' });
     expect(r.deploy).toMatchObject({ boot_id: 'boot-zeta-9100', service: 'zeta' });
-    expect((await buildCanaryReport(t.store, { deploy: 'tie2' })).deploy).toMatchObject({ boot_id: 'boot-mid-9100' });
+    expect((await buildCanaryReport(t.store, { deploy: 'tie2', service: 'mid' })).deploy).toMatchObject({ boot_id: 'boot-mid-9100' });
+  });
+
+  it('a release deployed to two services, with no --service: cannot evaluate, naming each service’s latest restart of it', async () => {
+    const r = await buildCanaryReport(t.store, { deploy: 'tie2' });
+    expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: null });
+    expect(r.reason).toBe('release "tie2" was deployed to several services (mid, zeta): name one with --service, or the restart by its boot_id (latest of each: mid boot-mid-9100, zeta boot-zeta-9100)');
+  });
+
+  it('a release deployed, rolled back and deployed again: the latest restart of it, the others in a note', async () => {
+    const r = await canary('roll', 'r2');
+    expect(r.deploy).toMatchObject({ boot_id: 'boot-roll-300', release: 'r2', previous_release: 'r1', previous_boot_id: 'boot-roll-200' });
+    expect(r.notes).toContain('Release "r2" was deployed 2 times (boot-roll-100, boot-roll-300, oldest first): this report judges the latest; name another by its boot_id.');
+    // the earlier one by its boot_id
+    expect((await canary('roll', 'boot-roll-100')).deploy).toMatchObject({ boot_id: 'boot-roll-100', release: 'r2', previous_boot_id: 'boot-roll-0' });
+    // r1's first boot is no deploy; its second is
+    expect((await canary('roll', 'r1')).deploy).toMatchObject({ boot_id: 'boot-roll-200' });
+    expect((await canary('roll', 'r1')).notes.some((n) => n.startsWith('Release "r1"'))).toBe(false);
   });
 
   it('a deploy window without a single request', async () => {
@@ -388,6 +411,29 @@ describe('the invalid_token rate against the baseline', () => {
     const g = gate(r, 'invalid_token_rate');
     const baselineQuery = g.queries[1]!;
     expect(baselineQuery).toEqual({ name: 'auth_challenges', params: expect.objectContaining({ t_from: r.baseline!.from, t_to: r.baseline!.to, service: 'auth' }) });
+  });
+});
+
+describe('the invalid_token rate at its limit', () => {
+  it('passes at exactly the limit and fails one challenge above it, compared on the counts (rateAboveLimit)', () => {
+    // 3 in 17 against 1 in 17 with ratio 3: 3 × (1/17) < 3/17 in floating point, and it failed
+    expect(3 * (1 / 17) < 3 / 17).toBe(true);
+    expect(rateAboveLimit(3, 17, 1, 17, 3, 0)).toBe(false);
+    expect(rateAboveLimit(4, 17, 1, 17, 3, 0)).toBe(true);
+    // a decimal ratio: 11 in 100 against 10 in 100 is 1.1 times
+    expect(rateAboveLimit(11, 100, 10, 100, 1.1, 0)).toBe(false);
+    expect(rateAboveLimit(12, 100, 10, 100, 1.1, 0)).toBe(true);
+    // the margin decides when it is the larger limit: 1 pp over a 0% baseline
+    expect(rateAboveLimit(1, 100, 0, 100, 2, 1)).toBe(false);
+    expect(rateAboveLimit(2, 100, 0, 100, 2, 1)).toBe(true);
+    // 0.5 pp over 2% (2 in 100): 2.5% is the limit, ratio 1
+    expect(rateAboveLimit(5, 200, 2, 100, 1, 0.5)).toBe(false);
+    expect(rateAboveLimit(6, 200, 2, 100, 1, 0.5)).toBe(true);
+    // no baseline requests: the baseline rate is 0
+    expect(rateAboveLimit(1, 100, 0, 0, 2, 1)).toBe(false);
+    expect(rateAboveLimit(2, 100, 0, 0, 2, 1)).toBe(true);
+    expect(rateAboveLimit(1, 100, 0, 0, 2, 0)).toBe(true);
+    expect(rateAboveLimit(0, 100, 0, 0, 2, 0)).toBe(false);
   });
 });
 
@@ -443,7 +489,10 @@ describe('durations', () => {
     expect(parseDuration('1.5h', '--baseline')).toBe(5400);
     expect(parseDuration('2d', '--baseline')).toBe(172_800);
     expect(parseDuration('30', '--after')).toBe(30);
-    for (const bad of ['', '0m', '-5m', '1w', 'soon', '31d']) {
+    expect(parseDuration('1ms', '--after')).toBe(0.001);
+    // below a millisecond a window rounds to nothing (a break-it pass got a query
+    // parameter error the user never passed)
+    for (const bad of ['', '0m', '-5m', '1w', 'soon', '31d', '0.0000001s', '0.5ms']) {
       expect(() => parseDuration(bad, '--baseline')).toThrow(/--baseline/);
     }
   });
@@ -508,6 +557,25 @@ describe('formats', () => {
     const next = /<h2>What to look at next<\/h2><ol>([\s\S]*?)<\/ol>/.exec(html)?.[1] ?? '';
     expect((next.match(/<li>/g) ?? []).length).toBe(r.next.length);
     expect(next).toContain('<code>continuity query refused_misses --param t_to=');
+  });
+
+  it('markdown: text from the store cannot start a line, and controls and bidi overrides show as escapes', async () => {
+    const r = await canary('pass');
+    const hostile = 'svc\r| x | y |\r# INJECTED HEADING \u001b[2J \u202eevil \u0085# NEL';
+    const md = renderCanaryMarkdown({
+      ...r,
+      deploy: { ...r.deploy!, service: hostile },
+      notes: [hostile],
+      next: [{ why: hostile, command: `continuity report --service ${hostile}` }],
+    });
+    // CommonMark's line endings: LF, CR LF, a bare CR; NEL, LS and PS shown as breaks by some viewers
+    const lines = md.split(/\r\n|[\r\n\u0085\u2028\u2029]/);
+    expect(lines.filter((l) => l.includes('INJECTED'))).not.toHaveLength(0);
+    expect(lines.some((l) => /^#+ INJECTED|^# NEL|^\| x/.test(l))).toBe(false);
+    expect(md).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e]/);
+    expect(md).toContain('\\\\x1B\\[2J \\\\u202Eevil');
+    // inline code (the next steps' commands): escapes, not backslash-escaped
+    expect(md).toContain('`continuity report --service svc | x | y | # INJECTED HEADING \\x1B[2J \\u202Eevil  # NEL`');
   });
 
   it('CANNOT EVALUATE leads the summary line and says why', async () => {

@@ -213,15 +213,16 @@ export function loadGatesFile(file: string): GatesConfig {
 /**
  * Parses a duration such as `90s`, `30m`, `1h`, `1.5h`, `2d` (a bare number is seconds).
  * @param flag the flag or field named in the error
- * @returns seconds, > 0.
+ * @returns seconds, from 0.001 (1 ms: the report's times are µs, and a shorter window
+ *   rounded to an empty one) to 30 days.
  * @throws ContinuityError CONT_ERR_CONFIG naming `flag`.
  */
 export function parseDuration(text: string, flag: string): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$/.exec(text);
   const unit = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86_400 } as const;
   const seconds = m ? Number(m[1]) * unit[(m[2] ?? 's') as keyof typeof unit] : NaN;
-  if (!(seconds > 0) || seconds > 30 * 86_400) {
-    throw new ContinuityError('CONT_ERR_CONFIG', `${flag}: ${JSON.stringify(text)} is not a duration (e.g. 90s, 30m, 1h; at most 30d)`, {
+  if (!(seconds >= 0.001) || seconds > 30 * 86_400) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `${flag}: ${JSON.stringify(text)} is not a duration (e.g. 90s, 30m, 1h; at least 1ms, at most 30d)`, {
       details: { field: flag },
     });
   }
@@ -412,7 +413,9 @@ const EPOCH = 0;
  * everything in scope):
  * `latest` is the most recent server restart (a boot after an earlier boot of the
  * same service), else the most recent proxy-inferred restart; otherwise a boot_id
- * of a server restart, else the first server restart whose release equals it.
+ * of a server restart, else the most recent server restart whose release equals it
+ * (a note lists the others; a release deployed to several services, with no
+ * `service` given, cannot be evaluated: the reason names each service's latest).
  * A deploy that cannot be resolved, or a deploy window without a single request,
  * gives `cannot_evaluate` (exit code 2) with the reason; nothing is thrown for those.
  *
@@ -489,9 +492,21 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   };
   let deployRow: RestartRow;
   let previousAt: number | null;
+  if (resolved && 'ambiguous' in resolved) {
+    // one release deployed to several services: a gate must not guess which one
+    const named = resolved.ambiguous.map((b) => `${b.service} ${b.boot_id}`).join(', ');
+    return cannot(
+      `release ${JSON.stringify(requested)} was deployed to several services (${[...new Set(resolved.ambiguous.map((b) => b.service))].join(', ')}): name one with --service, or the restart by its boot_id (latest of each: ${named})`,
+    );
+  }
   if (resolved) {
     ({ row: deployRow, previousAt } = resolved);
     noteServices(resolved.services);
+    if (resolved.sameRelease.length > 1) {
+      notes.push(
+        `Release ${JSON.stringify(requested)} was deployed ${resolved.sameRelease.length} times (${resolved.sameRelease.map((b) => b.boot_id).join(', ')}, oldest first): this report judges the latest; name another by its boot_id.`,
+      );
+    }
   } else {
     // a proxy restart with no up_at at its down_from
     const restarts = inTimeOrder((await runQuery<RestartRow>(store, 'restarts', common)).slice(), at);
@@ -641,11 +656,14 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     failed: failed.length,
     not_evaluated: results.filter((g) => g.verdict === 'not_evaluated').length,
   };
-  const verdict: CanaryVerdict = failed.length > 0 ? 'fail' : 'pass';
+  // no gate judged anything (each disabled, or without the evidence it needs): a pass
+  // would say the deploy was checked when it was not
+  const judged = counts.passed + counts.failed > 0;
+  const verdict: CanaryVerdict = failed.length > 0 ? 'fail' : judged ? 'pass' : 'cannot_evaluate';
   return {
     verdict,
-    exit_code: verdict === 'fail' ? 1 : 0,
-    reason: null,
+    exit_code: verdict === 'fail' ? 1 : verdict === 'pass' ? 0 : 2,
+    reason: judged ? null : 'no gate was evaluated: each is disabled by the gates file or lacks the evidence it needs (see each gate)',
     requested,
     deploy,
     window,
@@ -662,7 +680,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
 /**
  * A server deploy found among the server restarts alone ({@link listServerRestarts}),
  * chosen as among the `restarts` rows: `latest` is the most recent, otherwise the
- * first whose boot_id, else whose release, is `requested`. Its row is then read from
+ * one whose boot_id, else the most recent whose release, is `requested`. Its row is then read from
  * `restarts` over [the boot before it − 1 s, the later of the deploy window's end and
  * the boot before's end + 1 s) (from the start of the store when the boot before was
  * the service's first). The row's server columns are the whole store's: the boot
@@ -671,9 +689,12 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
  * of that range: the life of the boot that ended and the deploy window, which the
  * gates read too.
  * @returns the row, the time of the service's restart before it (µs; null: none, so
- *   the life range starts at the epoch), and the services with a restart (the server
- *   restarts, and the proxy restarts of that range); null when no server restart
- *   matches `requested` (the caller reads `restarts` over the whole store).
+ *   the life range starts at the epoch), the services with a restart (the server
+ *   restarts, and the proxy restarts of that range) and the restarts of the release
+ *   when `requested` named one (oldest first); `{ ambiguous }` (each service's latest
+ *   restart of the release) when it named a release that restarts of several services
+ *   have; null when no server restart matches `requested` (the caller reads
+ *   `restarts` over the whole store).
  * @throws ContinuityError from the store.
  */
 async function resolveServerDeploy(
@@ -681,13 +702,20 @@ async function resolveServerDeploy(
   requested: string,
   common: Record<string, string | number>,
   afterS: number,
-): Promise<{ row: RestartRow; previousAt: number | null; services: string[] } | null> {
+): Promise<
+  | { row: RestartRow; previousAt: number | null; services: string[]; sameRelease: Array<{ service: string; boot_id: string }> }
+  | { ambiguous: Array<{ service: string; boot_id: string }> }
+  | null
+> {
   const list = inTimeOrder(
     (await listServerRestarts(store, common)).map((b) => ({ ...b, us: storeTimeToMicros(b.up_at) })),
     (b) => b.us,
   );
   const pick = pickServerRestart(list, requested);
   if (!pick) return null;
+  const sameRelease = requested !== 'latest' && pick.boot_id !== requested ? list.filter((b) => b.release === requested) : [];
+  const releaseServices = [...new Set(sameRelease.map((b) => b.service))];
+  if (releaseServices.length > 1) return { ambiguous: releaseServices.map((s) => sameRelease.filter((b) => b.service === s).at(-1)!) };
   const previous = list.filter((b) => b.service === pick.service && b.us < pick.us).at(-1);
   const previousAt = previous ? previous.us : null;
   const params = {
@@ -699,7 +727,7 @@ async function resolveServerDeploy(
   const rows = await runQuery<RestartRow>(store, 'restarts', params);
   const row = rows.find((r) => r.source === 'server' && r.service === pick.service && r.boot_id === pick.boot_id);
   if (!row) return null;
-  return { row, previousAt, services: [...new Set([...list.map((b) => b.service), ...rows.map((r) => r.service)].filter(Boolean))] };
+  return { row, previousAt, services: [...new Set([...list.map((b) => b.service), ...rows.map((r) => r.service)].filter(Boolean))], sameRelease };
 }
 
 /** `rows` sorted in place by time (`at`, µs); at the same µs by service, then boot id, as the `restarts` query orders its rows. */
@@ -707,9 +735,14 @@ function inTimeOrder<T extends { service: string; boot_id: string }>(rows: T[], 
   return rows.sort((a, b) => at(a) - at(b) || a.service.localeCompare(b.service) || a.boot_id.localeCompare(b.boot_id));
 }
 
-/** The server restart `requested` names, among `rows` in time order: `latest` the last, else the first with that boot_id, else with that release. */
+/**
+ * The server restart `requested` names, among `rows` in time order: `latest` the
+ * last, else the one with that boot_id, else the last with that release (a release
+ * deployed, rolled back and deployed again is judged where it is now, not where it
+ * first was: a break-it pass got the first one's stale pass).
+ */
 function pickServerRestart<T extends { boot_id: string; release: string }>(rows: readonly T[], requested: string): T | undefined {
-  return requested === 'latest' ? rows.at(-1) : (rows.find((r) => r.boot_id === requested) ?? rows.find((r) => r.release === requested));
+  return requested === 'latest' ? rows.at(-1) : (rows.find((r) => r.boot_id === requested) ?? rows.findLast((r) => r.release === requested));
 }
 
 /**
@@ -942,6 +975,20 @@ function measureSessionsLostTools(e: Evidence, gates: GatesConfig): Measured {
   };
 }
 
+/**
+ * Whether cW/nW > max(ratio × cB/nB, cB/nB + marginPp/100) (cB/nB = 0 when nB is 0;
+ * nW > 0), compared on the counts multiplied out, not on the rates: at exactly the
+ * limit (3 in 17 against 1 in 17, ratio 3) the rates differed in the last bit
+ * (3 × (1/17) < 3/17) and a deploy at the limit failed (a break-it pass). The
+ * thresholds are decimals the user wrote, so a difference within 1e-9 of the limit
+ * (relative) is at it, not above it.
+ */
+export function rateAboveLimit(cW: number, nW: number, cB: number, nB: number, ratio: number, marginPp: number): boolean {
+  const above = (a: number, b: number) => a - b > 1e-9 * Math.max(Math.abs(a), Math.abs(b));
+  if (nB === 0) return cW > 0 && above(100 * cW, marginPp * nW);
+  return above(cW * nB, ratio * cB * nW) && above(100 * cW * nB, 100 * cB * nW + marginPp * nW * nB);
+}
+
 /** Gate 5: invalid_token/expired_token challenges per request, deploy window against baseline (`auth_challenges`; requests from `settlements` or, without server events, `proxy_traffic`). */
 function measureInvalidTokenRate(e: Evidence, gates: GatesConfig): Measured {
   const { authW, authB, settleW, settleB, trafficW, trafficB, serverEvidence } = e;
@@ -961,7 +1008,7 @@ function measureInvalidTokenRate(e: Evidence, gates: GatesConfig): Measured {
   return {
     value: rateW,
     unit: 'rate',
-    verdict: rateW === null ? 'not_evaluated' : rateW > limit ? 'fail' : 'pass',
+    verdict: rateW === null ? 'not_evaluated' : rateAboveLimit(cW, nW, cB, nB, g.ratio, g.margin_pp) ? 'fail' : 'pass',
     summary:
       rateW === null
         ? 'no requests in the deploy window'

@@ -80,6 +80,15 @@ describe('continuity canary', () => {
     expect(JSON.parse(empty.stdout)).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, reason: expect.stringMatching(/no restart found/) });
   });
 
+  it('a usage error exits 2, not 1 (which a pipeline reads as a failed gate), and help exits 0', async () => {
+    for (const args of [['--deploy', 'v2', '--bogus'], ['--deploy'], ['--deploy', 'v2', 'extra'], ['--deploy', 'v2', '--format'], ['--deploy', ' ']]) {
+      const r = await continuity(['canary', ...args], store);
+      expect(r.code, `${args.join(' ')}: ${r.stderr}`).toBe(2);
+      expect(r.stderr, args.join(' ')).toMatch(/^error(: | CONT_ERR_CONFIG)/m);
+    }
+    expect((await continuity(['canary', '--help'], store)).code).toBe(0);
+  });
+
   it('a gates file overrides a threshold; an invalid one is refused with CONT_ERR_CONFIG naming the file and field (exit 2)', async () => {
     const failing = await continuity(['canary', '--deploy', 'latest', '--service', 'auth', '--format', 'json'], store);
     expect(failing.code, failing.stderr).toBe(1);
@@ -102,6 +111,17 @@ describe('continuity canary', () => {
     expect(refused.stderr).toContain('error CONT_ERR_CONFIG');
     expect(refused.stderr).toContain(`gates file ${bad}`);
     expect(refused.stderr).toContain('field invalid_token_rate.ratio');
+    // with --format json the pipeline still gets a document to read
+    const refusedJson = await continuity(['canary', '--deploy', 'latest', '--service', 'auth', '--gates', bad, '--format', 'json'], store);
+    expect(refusedJson.code).toBe(2);
+    expect(JSON.parse(refusedJson.stdout)).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, error: { code: 'CONT_ERR_CONFIG' } });
+
+    // every gate disabled: nothing was judged, which is no pass
+    const off = join(files, 'all-off.yaml');
+    writeFileSync(off, ['proxy_5xx_in_gap', 'refused_after_boot', 'unsettled_at_shutdown', 'sessions_lost_tools', 'invalid_token_rate'].map((g) => `${g}: { enabled: false }`).join('\n'));
+    const none = await continuity(['canary', '--deploy', 'latest', '--service', 'pass', '--gates', off, '--format', 'json'], store);
+    expect(none.code, none.stderr).toBe(2);
+    expect(JSON.parse(none.stdout)).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, reason: expect.stringMatching(/^no gate was evaluated/), counts: { passed: 0, failed: 0, not_evaluated: 5 } });
   });
 
   it('--format html escapes a hostile user agent', async () => {

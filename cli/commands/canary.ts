@@ -1,5 +1,5 @@
-import type { Command } from 'commander';
-import { ContinuityError } from '../../core/errors.ts';
+import { CommanderError, type Command } from 'commander';
+import { ContinuityError, isContinuityError } from '../../core/errors.ts';
 import {
   buildCanaryReport,
   CANARY_FORMATS,
@@ -38,8 +38,13 @@ shutdown or last 2xx) to --after past the boot; the baseline is as long, just be
 Bounds: one-sided 95% Clopper–Pearson lower bounds on the share of sessions that kept
 working and of requests that succeeded, with the clean observations still needed for 99%.
 
-Exit codes: 0 pass, 1 fail, 2 cannot evaluate (unknown deploy, no events, bad flags or gates file,
-or CONTINUITY_MCP_PATHS matching no proxy line of the deploy window with no server events in it).`;
+Deploy: a release names its most recent restart (a release deployed to several services needs
+--service), a boot_id that restart, latest the most recent restart, a time the last restart up
+at or before it.
+
+Exit codes: 0 pass, 1 fail, 2 cannot evaluate (unknown or ambiguous deploy, no events, no gate
+evaluated, bad flags or gates file, or CONTINUITY_MCP_PATHS matching no proxy line of the deploy
+window with no server events in it); with --format json, stdout is a JSON document in every case.`;
 
 /**
  * `continuity canary --deploy <release|boot_id|latest|time> [--after 15m] [--baseline <duration>]
@@ -58,10 +63,15 @@ export function registerCanary(program: Command): void {
     .option('--service <name>', 'only this service')
     .option('--environment <name>', 'only this environment')
     .addHelpText('after', HELP)
+    // a usage error (unknown flag, missing value, stray argument) cannot judge the
+    // deploy either: 2, not commander's 1, which a pipeline reads as a failed gate
+    .exitOverride((err) => {
+      throw err.exitCode === 0 ? err : new CommanderError(2, err.code, err.message);
+    })
     .action(async (opts: CanaryFlags, cmd: Command) => {
       // Every error means the deploy could not be judged: exit 2, never 1 (1 is a failed gate).
       try {
-        if (!opts.deploy) throw new ContinuityError('CONT_ERR_CONFIG', '--deploy is required: a release, a boot_id, latest, or a time');
+        if (!opts.deploy?.trim()) throw new ContinuityError('CONT_ERR_CONFIG', '--deploy is required: a release, a boot_id, latest, or a time');
         if (!CANARY_FORMATS.includes(opts.format as CanaryFormat)) {
           throw new ContinuityError('CONT_ERR_CONFIG', `--format: ${JSON.stringify(opts.format)}; one of ${CANARY_FORMATS.join(', ')}`);
         }
@@ -85,6 +95,11 @@ export function registerCanary(program: Command): void {
         process.exitCode = report.exit_code;
       } catch (err) {
         reportError(err);
+        // a pipeline reading --format json gets a document either way
+        if (opts.format === 'json') {
+          const error = isContinuityError(err) ? { code: err.code, message: err.message } : { code: 'INTERNAL', message: (err as Error).message };
+          process.stdout.write(JSON.stringify({ verdict: 'cannot_evaluate', exit_code: 2, reason: `${error.code}: ${error.message}`, error }, null, 2) + '\n');
+        }
         process.exitCode = 2;
       }
     });
