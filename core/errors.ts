@@ -149,6 +149,12 @@ export const ERROR_CODES = {
     httpStatus: 403,
     fix: 'Drop the statement\'s own SETTINGS clause (the store sets readonly and the limits itself) and the file() function; instead of SHOW/DESCRIBE/EXPLAIN, SELECT from system.tables or system.columns.',
   },
+  CONT_ERR_SQL_TIMEOUT: {
+    message: 'ad hoc SQL ran out of its time (timeout_s, including the wait behind other ad hoc statements)',
+    retriable: false,
+    httpStatus: 504,
+    fix: 'Narrow the statement (a time range in WHERE, fewer columns, a LIMIT inside) or raise timeout_s (at most 600); ad hoc statements run one at a time, so a long one delays the next.',
+  },
   CONT_ERR_NOT_FOUND: {
     message: 'no route answers this method and path',
     retriable: false,

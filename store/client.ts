@@ -51,13 +51,15 @@ export interface Store {
    * by the store itself (`readonly=1`), with a row limit and an execution-time
    * limit. Arrow formats come uncompressed. Embedded, ad hoc statements run on a
    * connection of their own, one at a time: a long one holds up the next ad hoc
-   * statement, not the named queries and reports.
+   * statement, not the named queries and reports. `maxExecutionS` covers the wait
+   * for its turn too: what is left of it bounds the run.
    * @returns the raw output in `format` (any ClickHouse output format name).
    * @throws ContinuityError CONT_ERR_READONLY for writes and for table functions
    *   that reach outside the store (file, url, s3, remote, …: the engine refuses them
    *   under readonly=1); CONT_ERR_SQL_REFUSED for a statement with its own SETTINGS
-   *   clause, the file() function, and SHOW/DESCRIBE/EXPLAIN; CONT_ERR_STORE_QUERY
-   *   otherwise.
+   *   clause, the file() function, and SHOW/DESCRIBE/EXPLAIN; CONT_ERR_SQL_TIMEOUT
+   *   when it ran out of `maxExecutionS`, or waited that long for its turn and did not
+   *   start; CONT_ERR_STORE_QUERY otherwise.
    */
   readOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }): Promise<Buffer>;
 
@@ -524,6 +526,9 @@ function wrap(
   maintenanceClient: ClickHouseClient = client,
 ): Store {
   const fail = (err: unknown, sql: string): ContinuityError => classifyStoreError(err, { mode, location }, sql);
+  // Ad hoc statements run one at a time, each whole (its checks and its run), so the
+  // time one waits for its turn is known when its turn comes (readOnly).
+  let adhocTail: Promise<void> = Promise.resolve();
 
   return {
     mode,
@@ -585,37 +590,16 @@ function wrap(
     },
     async readOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }): Promise<Buffer> {
       if (!FORMAT.test(options.format)) throw new RangeError(`not a format name: ${options.format}`);
-      const statement = await singleStatement(adhocClient, sql).catch((err: unknown) => {
-        throw fail(err, sql);
-      });
-      const maxRows = Math.max(1, Math.floor(options.maxRows));
-      const maxSeconds = Math.max(1, Math.floor(options.maxExecutionS));
-      // The statement becomes a subquery: anything but a query (INSERT, ALTER, SET,
-      // SHOW, a second statement) is a syntax error, and the outer readonly=1 applies
-      // to all of it (table functions that reach outside the store are refused by the
-      // engine) unless the statement sets its own SETTINGS, which inspectWrapped refuses.
-      // Arrow output is uncompressed: ClickHouse defaults to LZ4_FRAME, which apache-arrow cannot read.
-      const wrapped =
-        `SELECT * FROM (\n${statement}\n) LIMIT ${maxRows}\n` +
-        `SETTINGS readonly = 1, max_execution_time = ${maxSeconds}, max_result_bytes = ${MAX_RESULT_BYTES}, max_memory_usage = ${MAX_MEMORY_BYTES}, output_format_arrow_compression_method = 'none'\n` +
-        `FORMAT ${options.format}`;
-      const refuse = (err: unknown): ContinuityError => {
-        const e = fail(err, sql);
-        if (e.code === 'CONT_ERR_STORE_QUERY' && /Syntax error/i.test(e.message) && !/^\s*(SELECT|WITH|\()/i.test(statement)) {
-          return new ContinuityError('CONT_ERR_READONLY', 'only queries can run as ad hoc SQL', { cause: err });
-        }
-        return e;
-      };
-      await inspectWrapped(adhocClient, wrapped).catch((err: unknown) => {
-        throw refuse(err);
-      });
+      const started = performance.now();
+      let release!: () => void;
+      const mine = new Promise<void>((resolve) => (release = resolve));
+      const previous = adhocTail;
+      adhocTail = previous.then(() => mine);
+      await previous;
       try {
-        const rs = await adhocClient.exec({ query: wrapped });
-        const chunks: Buffer[] = [];
-        for await (const chunk of rs.stream) chunks.push(chunk as Buffer);
-        return Buffer.concat(chunks);
-      } catch (err) {
-        throw refuse(err);
+        return await runReadOnly(sql, options, started);
+      } finally {
+        release();
       }
     },
     async close(): Promise<void> {
@@ -623,6 +607,55 @@ function wrap(
       await client.close();
     },
   };
+
+  async function runReadOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }, started: number): Promise<Buffer> {
+    const statement = await singleStatement(adhocClient, sql).catch((err: unknown) => {
+      throw fail(err, sql);
+    });
+    const maxRows = Math.max(1, Math.floor(options.maxRows));
+    const maxSeconds = Math.max(1, Math.floor(options.maxExecutionS));
+    // The statement becomes a subquery: anything but a query (INSERT, ALTER, SET,
+    // SHOW, a second statement) is a syntax error, and the outer readonly=1 applies
+    // to all of it (table functions that reach outside the store are refused by the
+    // engine) unless the statement sets its own SETTINGS, which inspectWrapped refuses.
+    // Arrow output is uncompressed: ClickHouse defaults to LZ4_FRAME, which apache-arrow cannot read.
+    const wrappedFor = (seconds: number): string =>
+      `SELECT * FROM (\n${statement}\n) LIMIT ${maxRows}\n` +
+      `SETTINGS readonly = 1, max_execution_time = ${seconds}, max_result_bytes = ${MAX_RESULT_BYTES}, max_memory_usage = ${MAX_MEMORY_BYTES}, output_format_arrow_compression_method = 'none'\n` +
+      `FORMAT ${options.format}`;
+    const refuse = (err: unknown): ContinuityError => {
+      const e = fail(err, sql);
+      if (e.code === 'CONT_ERR_STORE_QUERY' && /TIMEOUT_EXCEEDED|Timeout exceeded/i.test(e.message)) {
+        return new ContinuityError('CONT_ERR_SQL_TIMEOUT', `the statement ran longer than ${maxSeconds} s: ${e.message}`, { cause: err, details: { timeoutS: maxSeconds } });
+      }
+      if (e.code === 'CONT_ERR_STORE_QUERY' && /Syntax error/i.test(e.message) && !/^\s*(SELECT|WITH|\()/i.test(statement)) {
+        return new ContinuityError('CONT_ERR_READONLY', 'only queries can run as ad hoc SQL', { cause: err });
+      }
+      return e;
+    };
+    await inspectWrapped(adhocClient, wrappedFor(maxSeconds)).catch((err: unknown) => {
+      throw refuse(err);
+    });
+    // The time a statement waited behind others (they run one at a time) counts against
+    // its own: a break-it pass found a 1 s statement answered after 14 s behind a
+    // 15 s one. What is left bounds its execution; none left, it does not start.
+    const waitedS = (performance.now() - started) / 1000;
+    // (whole seconds for max_execution_time, rounded up)
+    const leftS = Math.ceil(maxSeconds - waitedS);
+    if (leftS < 1) {
+      throw new ContinuityError('CONT_ERR_SQL_TIMEOUT', `waited ${waitedS.toFixed(1)} s behind other ad hoc statements, of timeout_s ${maxSeconds}; it did not start`, {
+        details: { timeoutS: maxSeconds, waited: 'queue' },
+      });
+    }
+    try {
+      const rs = await adhocClient.exec({ query: wrappedFor(leftS) });
+      const chunks: Buffer[] = [];
+      for await (const chunk of rs.stream) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks);
+    } catch (err) {
+      throw refuse(err);
+    }
+  }
 }
 
 /**

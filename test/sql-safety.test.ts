@@ -322,6 +322,18 @@ describe('POST /api/sql: writes refused', () => {
     expect(res.json().code).toBe('CONT_ERR_READONLY');
   });
 
+  it('a statement that runs out of timeout_s is 504 CONT_ERR_SQL_TIMEOUT, and one that waited that long behind it does not start', async () => {
+    // ad hoc statements run one at a time: the second waits for the first's 2 s
+    const [long, short] = await Promise.all([
+      post({ sql: 'SELECT count() FROM numbers(1000000000000)', timeout_s: 2 }),
+      post({ sql: 'SELECT 1 AS one', timeout_s: 1 }),
+    ]);
+    expect(long.statusCode, long.body).toBe(504);
+    expect(long.json()).toMatchObject({ code: 'CONT_ERR_SQL_TIMEOUT', message: expect.stringContaining('ran longer than 2 s') });
+    expect(short.statusCode, short.body).toBe(504);
+    expect(short.json()).toMatchObject({ code: 'CONT_ERR_SQL_TIMEOUT', message: expect.stringMatching(/: waited [\d.]+ s behind other ad hoc statements, of timeout_s 1; it did not start$/) });
+  });
+
   it('still answers a read afterwards', async () => {
     const res = await post({ sql: "SELECT count() AS n FROM events WHERE service = 'inj'", format: 'jsonl' });
     expect(res.statusCode).toBe(200);
