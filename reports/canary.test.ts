@@ -370,6 +370,23 @@ describe('cannot evaluate (exit code 2)', () => {
     expect((await canary('roll', 'r1')).notes.some((n) => n.startsWith('Release "r1"'))).toBe(false);
   });
 
+  it('the next restart of the service within --after ends the deploy window at its down_from, with a note; the last deploy keeps the whole window', async () => {
+    const rows = (await runQuery<Record<string, unknown>>(t.store, 'restarts', { service: 'roll' })).filter((x) => x.source === 'server');
+    const iso = (v: unknown) => isoMicros(parseTimeMicros(String(v))!);
+    const nextDown = iso(rows.find((x) => x.boot_id === 'boot-roll-200')!.down_from);
+    const r = await canary('roll', 'boot-roll-100');
+    expect(r.window).toMatchObject({ from: r.deploy!.down_from, to: nextDown, after_s: 900 });
+    expect(r.notes).toContainEqual(expect.stringMatching(new RegExp(`^The service restarted again [\\d.]+ s after this boot \\(boot-roll-200\\), before --after ended: the deploy window ends at that restart's down_from, ${nextDown.replace(/\./g, '\\.')}\\.$`)));
+    // every read of the window stops there
+    const windowReads = r.gates.flatMap((g) => g.queries).filter((q) => q.params.t_from !== undefined && Date.parse(String(q.params.t_from)) === Date.parse(r.window!.from));
+    expect(windowReads.length).toBeGreaterThan(3);
+    for (const q of windowReads) expect(Date.parse(String(q.params.t_to)), q.name).toBe(Date.parse(r.window!.to));
+    const last = await canary('roll', 'latest');
+    expect(last.deploy).toMatchObject({ boot_id: 'boot-roll-300' });
+    expect(Date.parse(last.window!.to) - Date.parse(last.deploy!.up_at!)).toBe(900_000);
+    expect(last.notes.some((n) => n.startsWith('The service restarted again'))).toBe(false);
+  });
+
   it('a deploy window without a single request', async () => {
     const r = await canary('quiet');
     expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: { boot_id: 'boot-quiet-7200' } });

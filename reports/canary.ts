@@ -21,7 +21,8 @@ import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
  * - deploy window W = [down_from, boot + after): from the restart's `down_from`
  *   (the previous boot's shutdown, else its last 2xx; proxy-inferred: the last
  *   upstream-served response before the gap) to `after` (default 15 min) past the
- *   boot (proxy-inferred: the first served response after the gap).
+ *   boot (proxy-inferred: the first served response after the gap), or to the
+ *   service's next restart's `down_from` when that comes sooner (with a note).
  * - baseline B = [down_from − baseline, down_from); baseline defaults to |W|.
  * - life range L = [start of the boot that ended, end of W): where a question
  *   needs what the sessions did before the deploy (refused misses on sessions the
@@ -492,6 +493,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   };
   let deployRow: RestartRow;
   let previousAt: number | null;
+  let next: NextRestart | null;
   if (resolved && 'ambiguous' in resolved) {
     // one release deployed to several services: a gate must not guess which one
     const named = resolved.ambiguous.map((b) => `${b.service} ${b.boot_id}`).join(', ');
@@ -500,7 +502,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     );
   }
   if (resolved) {
-    ({ row: deployRow, previousAt } = resolved);
+    ({ row: deployRow, previousAt, next } = resolved);
     noteServices(resolved.services);
     if (resolved.sameRelease.length > 1) {
       notes.push(
@@ -540,6 +542,8 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     deployRow = row;
     const previous = restarts.filter((r) => r.source === row.source && r.service === row.service && at(r) < at(row)).at(-1);
     previousAt = previous ? at(previous) : null;
+    const after = restarts.find((r) => r.source === row.source && r.service === row.service && at(r) > at(row));
+    next = after ? { boot_id: after.source === 'server' ? after.boot_id : '', down_from: storeTimeToMicros(after.down_from), up_at: at(after) } : null;
   }
   const deploy: DeployInfo = {
     requested,
@@ -561,7 +565,17 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   // -- windows ------------------------------------------------------------------
   const downUs = storeTimeToMicros(deployRow.down_from);
   const bootUs = at(deployRow);
-  const endUs = bootUs + Math.round(afterS * 1e6);
+  // The window ends --after past the boot, or where the service's next restart began
+  // if that is sooner: the next deploy's gap and misses are that deploy's, not this
+  // one's (a break-it pass found them charged to both).
+  const afterUs = bootUs + Math.round(afterS * 1e6);
+  const cut = next !== null && next.down_from > bootUs && next.down_from < afterUs ? next : null;
+  const endUs = cut ? cut.down_from : afterUs;
+  if (cut) {
+    notes.push(
+      `The service restarted again ${((cut.down_from - bootUs) / 1e6).toFixed(3)} s after this boot${cut.boot_id ? ` (${cut.boot_id})` : ''}, before --after ended: the deploy window ends at that restart's down_from, ${isoMicros(cut.down_from)}.`,
+    );
+  }
   if (downUs >= endUs) {
     // Overlapping instances: the boot before was still serving (or shut down) after the
     // window would end, so the window [down_from, boot + after] would be empty.
@@ -703,7 +717,13 @@ async function resolveServerDeploy(
   common: Record<string, string | number>,
   afterS: number,
 ): Promise<
-  | { row: RestartRow; previousAt: number | null; services: string[]; sameRelease: Array<{ service: string; boot_id: string }> }
+  | {
+      row: RestartRow;
+      previousAt: number | null;
+      services: string[];
+      sameRelease: Array<{ service: string; boot_id: string }>;
+      next: NextRestart | null;
+    }
   | { ambiguous: Array<{ service: string; boot_id: string }> }
   | null
 > {
@@ -718,6 +738,8 @@ async function resolveServerDeploy(
   if (releaseServices.length > 1) return { ambiguous: releaseServices.map((s) => sameRelease.filter((b) => b.service === s).at(-1)!) };
   const previous = list.filter((b) => b.service === pick.service && b.us < pick.us).at(-1);
   const previousAt = previous ? previous.us : null;
+  const after = list.find((b) => b.service === pick.service && b.us > pick.us);
+  const next = after ? { boot_id: after.boot_id, down_from: storeTimeToMicros(after.down_from), up_at: after.us } : null;
   const params = {
     ...common,
     ...(previousAt === null ? {} : { t_from: isoMicros(previousAt - 1_000_000) }),
@@ -727,7 +749,14 @@ async function resolveServerDeploy(
   const rows = await runQuery<RestartRow>(store, 'restarts', params);
   const row = rows.find((r) => r.source === 'server' && r.service === pick.service && r.boot_id === pick.boot_id);
   if (!row) return null;
-  return { row, previousAt, services: [...new Set([...list.map((b) => b.service), ...rows.map((r) => r.service)].filter(Boolean))], sameRelease };
+  return { row, previousAt, services: [...new Set([...list.map((b) => b.service), ...rows.map((r) => r.service)].filter(Boolean))], sameRelease, next };
+}
+
+/** The service's restart after the deploy: its boot_id ('' for a proxy-inferred one), down_from and up_at (µs). */
+interface NextRestart {
+  readonly boot_id: string;
+  readonly down_from: number;
+  readonly up_at: number;
 }
 
 /** `rows` sorted in place by time (`at`, µs); at the same µs by service, then boot id, as the `restarts` query orders its rows. */

@@ -34,7 +34,8 @@ Gates file example (YAML; unknown gates or fields are refused):
   unsettled_at_shutdown: { enabled: false }
 
 Windows: the deploy window runs from the restart's down_from (the previous boot's
-shutdown or last 2xx) to --after past the boot; the baseline is as long, just before.
+shutdown or last 2xx) to --after past the boot, or to the service's next restart when that
+comes sooner; the baseline is as long, just before.
 Bounds: one-sided 95% Clopper–Pearson lower bounds on the share of sessions that kept
 working and of requests that succeeded, with the clean observations still needed for 99%.
 
