@@ -35,6 +35,8 @@ const Time = z.union([z.number(), z.string().min(1)]).transform((v, ctx) => {
   return formatTimeMicros(us);
 });
 
+// (one value comma-separated; repeated keys each one path as given, so a path with a
+// comma in it can still be named: test/sql-safety.test.ts)
 const pathList = z
   .union([z.array(z.string()), z.string()])
   .transform((v) => (Array.isArray(v) ? v : v.split(',').map((s) => s.trim()).filter(Boolean)))
@@ -56,7 +58,14 @@ const commonTypes = {
   mcp_paths: 'Array(String)',
 } as const;
 
-const windowParam = { window_s: z.coerce.number().positive().max(86_400).default(10) };
+/**
+ * A number, or its decimal text (a CLI or query-string value), then `bounds`:
+ * `Number()` alone also took `0x10`, `0b1`, `Infinity` and `''` (0).
+ */
+const decimal = (bounds: z.ZodNumber) =>
+  z.union([z.number(), z.string().trim().regex(/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, 'a decimal number').transform(Number)]).pipe(bounds);
+
+const windowParam = { window_s: decimal(z.number().positive().max(86_400)).default(10) };
 
 function define(name: string, description: string, extra: z.ZodRawShape, extraTypes: Record<string, string>, columns: Record<string, string>): NamedQuery {
   return { name, description, params: CommonParams.extend(extra), paramTypes: { ...commonTypes, ...extraTypes }, columns };
@@ -117,8 +126,8 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
     'auth_challenges',
     'Authentication challenges by hour, user agent and class, judged benign, lost, loop or unresolved.',
     {
-      auth_window_s: z.coerce.number().positive().max(86_400).default(60),
-      loop_min: z.coerce.number().int().min(2).max(1000).default(3),
+      auth_window_s: decimal(z.number().positive().max(86_400)).default(60),
+      loop_min: decimal(z.number().int().min(2).max(1000)).default(3),
     },
     { auth_window_s: 'Float64', loop_min: 'UInt32' },
     { hour: 'DateTime', user_agent: 'String', challenge_class: 'String', http_status: 'UInt16', verdict: 'String', challenges: 'UInt64' },
@@ -153,7 +162,7 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
   cap_pressure: define(
     'cap_pressure',
     'Per principal: latest live/durable session counts against caps, at cap or not, evictions by cap kind and of victims active within active_s; the service’s global-cap headroom.',
-    { active_s: z.coerce.number().positive().max(86_400).default(60) },
+    { active_s: decimal(z.number().positive().max(86_400)).default(60) },
     { active_s: 'Float64' },
     {
       service: 'String',

@@ -64,6 +64,20 @@ describe('a parameter given more than once (a repeated query-string key)', () =>
   });
 });
 
+describe('numeric parameters', () => {
+  it('take a number or its decimal text, and refuse what Number() alone took: hex, binary, Infinity, blank', () => {
+    expect(bindParams('remint_pairs', { window_s: '2.5' })).toMatchObject({ window_s: 2.5 });
+    expect(bindParams('remint_pairs', { window_s: ' 1e1 ' })).toMatchObject({ window_s: 10 });
+    expect(bindParams('remint_pairs', { window_s: 7 })).toMatchObject({ window_s: 7 });
+    expect(bindParams('auth_challenges', { loop_min: '4' })).toMatchObject({ loop_min: 4 });
+    for (const bad of ['0x10', '0b1', 'Infinity', '', ' ', '1,5', '10s']) {
+      expect(() => bindParams('remint_pairs', { window_s: bad }), JSON.stringify(bad)).toThrow(/window_s/);
+    }
+    expect(() => bindParams('auth_challenges', { loop_min: '2.5' })).toThrow(/loop_min/);
+    expect(() => bindParams('cap_pressure', { active_s: '-1' })).toThrow(/active_s/);
+  });
+});
+
 describe('proxy_signal_lines', () => {
   it('is proxy_lines over proxy_signals: the same columns and filters (schema/migrations/0012)', () => {
     const body = (name: string) => {
