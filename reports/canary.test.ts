@@ -476,6 +476,8 @@ describe('gates files', () => {
     ['ratio below 1', 'invalid_token_rate: { ratio: 0.5, margin_pp: "1" }', 'x.yml', ['invalid_token_rate.ratio', 'invalid_token_rate.margin_pp']],
     ['not YAML', 'proxy_5xx_in_gap: { max: [', 'x.yaml', []],
     ['not JSON', '{ "proxy_5xx_in_gap": ', 'x.json', []],
+    // YAML's flow mapping takes a trailing comma; a .json file is held to JSON
+    ['a trailing comma (JSON)', '{"proxy_5xx_in_gap": {"max": 3},}', 'x.json', []],
     // JSON.parse keeps the last of a repeated key silently: which threshold was meant is unknown
     ['a repeated gate (JSON)', '{"refused_after_boot": {"max": 3}, "refused_after_boot": {"max": 50}}', 'x.json', []],
     ['a repeated gate (YAML)', 'refused_after_boot: { max: 3 }\nrefused_after_boot: { max: 50 }', 'x.yaml', []],

@@ -151,12 +151,15 @@ export const GatesFileSchema = z.strictObject({
  */
 export function parseGates(text: string, file: string): GatesConfig {
   let raw: unknown;
+  const isJson = extname(file).toLowerCase() === '.json';
   try {
-    // JSON is read by the YAML 1.2 parser too (JSON is a subset of it), which refuses a
+    // A .json file must be JSON (the YAML parser alone took a trailing comma), and is
+    // read by the YAML 1.2 parser too (JSON is a subset of it), which refuses a
     // repeated key where JSON.parse would keep the last one silently.
+    if (isJson) JSON.parse(text);
     raw = parseYaml(text);
   } catch (err) {
-    const what = extname(file).toLowerCase() === '.json' ? 'JSON' : 'YAML';
+    const what = isJson ? 'JSON' : 'YAML';
     throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: not valid ${what}: ${firstLine((err as Error).message)}`, {
       cause: err,
       details: { file, fields: [] },
