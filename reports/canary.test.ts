@@ -273,7 +273,7 @@ describe('configured MCP endpoint paths that match no proxy line (CONTINUITY_MCP
     const r = await canary('proxyonly', 'latest', { mcpPaths: ['/mcp/'] });
     expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: null });
     expect(r.reason).toBe(
-      'no restart found for service "proxyonly": no server boot follows an earlier boot, and the proxy log was not read: CONTINUITY_MCP_PATHS matches none of its lines (see the notes)',
+      `no restart found for service "proxyonly" in the store at ${t.store.location}: no server boot follows an earlier boot, and the proxy log was not read: CONTINUITY_MCP_PATHS matches none of its lines (see the notes)`,
     );
     expect(r.notes[0]).toBe(`CONTINUITY_MCP_PATHS (/mcp/) matches no proxy line in the store for service "proxyonly"; ${WARNING}`);
     expect(r.next[0]!.command).toBe('continuity query restarts --param service=proxyonly --param mcp_paths=/mcp');

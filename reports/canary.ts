@@ -519,8 +519,9 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     if (restarts.length === 0) {
       const forService = scope.service ? ` for service ${JSON.stringify(scope.service)}` : '';
       const paths = await checkPaths(common, `in the store${forService}`);
+      // (where: a mistyped --data-dir opens a new, empty store)
       return cannot(
-        `no restart found${forService}: no server boot follows an earlier boot, and ` +
+        `no restart found${forService} in the store at ${store.location}: no server boot follows an earlier boot, and ` +
           (paths?.verdict === 'none_match'
             ? 'the proxy log was not read: CONTINUITY_MCP_PATHS matches none of its lines (see the notes)'
             : 'the proxy log shows no restart (no events for any deploy)'),

@@ -77,7 +77,7 @@ describe('continuity canary', () => {
 
     const empty = await continuity(['canary', '--deploy', 'latest', '--format', 'json'], freshDir());
     expect(empty.code).toBe(2);
-    expect(JSON.parse(empty.stdout)).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, reason: expect.stringMatching(/no restart found/) });
+    expect(JSON.parse(empty.stdout)).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, reason: expect.stringMatching(/^no restart found in the store at .+: /) });
   });
 
   it('a usage error exits 2, not 1 (which a pipeline reads as a failed gate), and help exits 0', async () => {
