@@ -1,7 +1,7 @@
 import { accessSync, closeSync, constants, fstatSync, openSync, readdirSync, readlinkSync, readSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { createClient, type ClickHouseClient } from '@clickhouse/client';
+import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import type { createChdbConnection } from 'chdb/connection';
 import type { Config } from '../core/config.ts';
 import { ContinuityError } from '../core/errors.ts';
@@ -88,11 +88,16 @@ const FORMAT = /^[A-Za-z][A-Za-z0-9]*$/;
  *   the data directory; CONT_ERR_STORE_UNAVAILABLE when the store cannot be opened or
  *   reached (embedded: the message names the data directory).
  */
+// The server client's own log: errors only. Its warnings (a failed ping with a stack
+// trace, advice on progress headers) came before the coded error that says the same
+// (CONT_ERR_STORE_UNAVAILABLE: found by a break-it pass).
+const SERVER_CLIENT_LOG = { level: ClickHouseLogLevel.ERROR };
+
 export async function openStore(config: Config): Promise<Store> {
   if (config.clickhouse) {
     const { url, username, password, database } = config.clickhouse;
     if (database !== 'default') {
-      const bootstrap = createClient({ url, username, password });
+      const bootstrap = createClient({ url, username, password, log: SERVER_CLIENT_LOG });
       try {
         await bootstrap.command({ query: `CREATE DATABASE IF NOT EXISTS ${database}` });
       } catch (err) {
@@ -101,7 +106,7 @@ export async function openStore(config: Config): Promise<Store> {
         await bootstrap.close();
       }
     }
-    const client = createClient({ url, username, password, database, request_timeout: 300_000 });
+    const client = createClient({ url, username, password, database, request_timeout: 300_000, log: SERVER_CLIENT_LOG });
     const ping = await client.ping();
     if (!ping.success) {
       await client.close();

@@ -280,6 +280,18 @@ describe('bad flags and closed pipes', () => {
     }
   });
 
+  it('a ClickHouse server that cannot be reached is one coded error, without the client library\'s warnings and stack trace', async () => {
+    const env: NodeJS.ProcessEnv = { ...process.env, CLICKHOUSE_URL: 'http://127.0.0.1:1' };
+    delete env.KAFKA_BROKERS;
+    const r = await run(process.execPath, [BIN, 'query', 'restarts'], { env }).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code: number; stderr: string }) => err,
+    );
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/^error CONT_ERR_STORE_UNAVAILABLE: .*http:\/\/127\.0\.0\.1:1: connect ECONNREFUSED/);
+    expect(r.stderr).not.toMatch(/\[WARN\]|\n\s+at /);
+  });
+
   it('exits quietly when the reader of its output stops early (| head)', async () => {
     const dir = freshDir();
     const { stdout, stderr } = await run(
