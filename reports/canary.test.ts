@@ -435,22 +435,22 @@ describe('the invalid_token rate at its limit', () => {
   it('passes at exactly the limit and fails one challenge above it, compared on the counts (rateAboveLimit)', () => {
     // 3 in 17 against 1 in 17 with ratio 3: 3 × (1/17) < 3/17 in floating point, and it failed
     expect(3 * (1 / 17) < 3 / 17).toBe(true);
-    expect(rateAboveLimit(3, 17, 1, 17, 3, 0)).toBe(false);
-    expect(rateAboveLimit(4, 17, 1, 17, 3, 0)).toBe(true);
-    // a decimal ratio: 11 in 100 against 10 in 100 is 1.1 times
-    expect(rateAboveLimit(11, 100, 10, 100, 1.1, 0)).toBe(false);
-    expect(rateAboveLimit(12, 100, 10, 100, 1.1, 0)).toBe(true);
-    // the margin decides when it is the larger limit: 1 pp over a 0% baseline
-    expect(rateAboveLimit(1, 100, 0, 100, 2, 1)).toBe(false);
-    expect(rateAboveLimit(2, 100, 0, 100, 2, 1)).toBe(true);
-    // 0.5 pp over 2% (2 in 100): 2.5% is the limit, ratio 1
-    expect(rateAboveLimit(5, 200, 2, 100, 1, 0.5)).toBe(false);
-    expect(rateAboveLimit(6, 200, 2, 100, 1, 0.5)).toBe(true);
-    // no baseline requests: the baseline rate is 0
-    expect(rateAboveLimit(1, 100, 0, 0, 2, 1)).toBe(false);
-    expect(rateAboveLimit(2, 100, 0, 0, 2, 1)).toBe(true);
-    expect(rateAboveLimit(1, 100, 0, 0, 2, 0)).toBe(true);
-    expect(rateAboveLimit(0, 100, 0, 0, 2, 0)).toBe(false);
+    // [deploy challenges, requests, baseline challenges, requests, ratio, margin_pp] → above the limit
+    const cases: Array<[string, [number, number, number, number, number, number], boolean]> = [
+      ['exactly 3 times', [3, 17, 1, 17, 3, 0], false],
+      ['one above 3 times', [4, 17, 1, 17, 3, 0], true],
+      ['a decimal ratio, exactly 1.1 times', [11, 100, 10, 100, 1.1, 0], false],
+      ['a decimal ratio, above', [12, 100, 10, 100, 1.1, 0], true],
+      ['1 pp over a 0% baseline (the margin is the larger limit)', [1, 100, 0, 100, 2, 1], false],
+      ['2 pp over a 0% baseline', [2, 100, 0, 100, 2, 1], true],
+      ['0.5 pp over 2%: 2.5% is the limit', [5, 200, 2, 100, 1, 0.5], false],
+      ['above 2.5%', [6, 200, 2, 100, 1, 0.5], true],
+      ['no baseline requests (rate 0), at the margin', [1, 100, 0, 0, 2, 1], false],
+      ['no baseline requests, above the margin', [2, 100, 0, 0, 2, 1], true],
+      ['no baseline requests, no margin, one challenge', [1, 100, 0, 0, 2, 0], true],
+      ['no challenge at all', [0, 100, 0, 0, 2, 0], false],
+    ];
+    for (const [why, args, above] of cases) expect(rateAboveLimit(...args), why).toBe(above);
   });
 });
 
