@@ -79,6 +79,11 @@ const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const TOKEN = /^[A-Za-z0-9:._\-/]{1,200}$/;
 const FORMAT = /^[A-Za-z][A-Za-z0-9]*$/;
 
+// The server client's own log: errors only. Its warnings (a failed ping with a stack
+// trace, advice on progress headers) came before the coded error that says the same
+// (CONT_ERR_STORE_UNAVAILABLE: found by a break-it pass).
+const SERVER_CLIENT_LOG = { level: ClickHouseLogLevel.ERROR };
+
 /**
  * Opens the store described by `config`: a server when `config.clickhouse` is set,
  * otherwise the embedded engine in `config.dataDir`.
@@ -88,11 +93,6 @@ const FORMAT = /^[A-Za-z][A-Za-z0-9]*$/;
  *   the data directory; CONT_ERR_STORE_UNAVAILABLE when the store cannot be opened or
  *   reached (embedded: the message names the data directory).
  */
-// The server client's own log: errors only. Its warnings (a failed ping with a stack
-// trace, advice on progress headers) came before the coded error that says the same
-// (CONT_ERR_STORE_UNAVAILABLE: found by a break-it pass).
-const SERVER_CLIENT_LOG = { level: ClickHouseLogLevel.ERROR };
-
 export async function openStore(config: Config): Promise<Store> {
   if (config.clickhouse) {
     const { url, username, password, database } = config.clickhouse;
