@@ -547,7 +547,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     const previous = restarts.filter((r) => r.source === row.source && r.service === row.service && at(r) < at(row)).at(-1);
     previousAt = previous ? at(previous) : null;
     const after = restarts.find((r) => r.source === row.source && r.service === row.service && at(r) > at(row));
-    next = after ? { boot_id: after.source === 'server' ? after.boot_id : '', down_from: storeTimeToMicros(after.down_from), up_at: at(after) } : null;
+    next = after ? { boot_id: after.source === 'server' ? after.boot_id : '', down_from: storeTimeToMicros(after.down_from) } : null;
   }
   const deploy: DeployInfo = {
     requested,
@@ -743,7 +743,7 @@ async function resolveServerDeploy(
   const previous = list.filter((b) => b.service === pick.service && b.us < pick.us).at(-1);
   const previousAt = previous ? previous.us : null;
   const after = list.find((b) => b.service === pick.service && b.us > pick.us);
-  const next = after ? { boot_id: after.boot_id, down_from: storeTimeToMicros(after.down_from), up_at: after.us } : null;
+  const next = after ? { boot_id: after.boot_id, down_from: storeTimeToMicros(after.down_from) } : null;
   const params = {
     ...common,
     ...(previousAt === null ? {} : { t_from: isoMicros(previousAt - 1_000_000) }),
@@ -756,11 +756,10 @@ async function resolveServerDeploy(
   return { row, previousAt, services: [...new Set([...list.map((b) => b.service), ...rows.map((r) => r.service)].filter(Boolean))], sameRelease, next };
 }
 
-/** The service's restart after the deploy: its boot_id ('' for a proxy-inferred one), down_from and up_at (µs). */
+/** The service's restart after the deploy: its boot_id ('' for a proxy-inferred one) and down_from (µs). */
 interface NextRestart {
   readonly boot_id: string;
   readonly down_from: number;
-  readonly up_at: number;
 }
 
 /** `rows` sorted in place by time (`at`, µs); at the same µs by service, then boot id, as the `restarts` query orders its rows. */
