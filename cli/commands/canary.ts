@@ -45,7 +45,8 @@ at or before it.
 
 Exit codes: 0 pass, 1 fail, 2 cannot evaluate (unknown or ambiguous deploy, no events, no gate
 evaluated, bad flags or gates file, or CONTINUITY_MCP_PATHS matching no proxy line of the deploy
-window with no server events in it); with --format json, stdout is a JSON document in every case.`;
+window with no server events in it); with --format json, stdout is a JSON document once the
+flags parse, an error's too.`;
 
 /**
  * `continuity canary --deploy <release|boot_id|latest|time> [--after 15m] [--baseline <duration>]
