@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createGateway, createKafka, createKafkaProducerSink, mapOtlpRecord, type KafkaProducerSink } from '../../ingest/index.ts';
 import type { ContinuityEvent } from '../../schema/index.ts';
 import { connectAdmin, kafkaEnv, makeEvents, testConfig, topicRecords, waitFor } from '../faults/support.ts';
-import { ensureKafka, uniqueTopicName } from '../services/kafka.ts';
+import { createTopicsAndWait, ensureKafka, uniqueTopicName } from '../services/kafka.ts';
 
 let brokers: string[];
 let admin: Admin;
@@ -34,10 +34,7 @@ async function newTopic(prefix: string, maxMessageBytes?: number): Promise<strin
   const topic = uniqueTopicName(prefix);
   topics.push(topic);
   if (maxMessageBytes !== undefined) {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: [{ topic, numPartitions: 3, configEntries: [{ name: 'max.message.bytes', value: String(maxMessageBytes) }] }],
-    });
+    await createTopicsAndWait(admin, [{ topic, numPartitions: 3, configEntries: [{ name: 'max.message.bytes', value: String(maxMessageBytes) }] }]);
   }
   return topic;
 }

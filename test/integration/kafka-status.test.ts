@@ -8,7 +8,7 @@ import type { Admin } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafka, fetchConsumerLag, findCommittedGroups } from '../../ingest/index.ts';
 import { connectAdmin, kafkaEnv, repoRoot, testConfig } from '../faults/support.ts';
-import { ensureKafka, uniqueTopicName } from '../services/kafka.ts';
+import { createTopicsAndWait, ensureKafka, uniqueTopicName } from '../services/kafka.ts';
 
 const execFileAsync = promisify(execFile);
 let brokers: string[];
@@ -27,7 +27,7 @@ const cli = (env: NodeJS.ProcessEnv, args: string[]) =>
 beforeAll(async () => {
   brokers = (await ensureKafka()).brokers;
   admin = await connectAdmin(brokers);
-  await admin.createTopics({ topics: [{ topic, numPartitions: 2 }, { topic: `${topic}.dlq`, numPartitions: 2 }], waitForLeaders: true });
+  await createTopicsAndWait(admin, [{ topic, numPartitions: 2 }, { topic: `${topic}.dlq`, numPartitions: 2 }]);
   const producer = createKafka(testConfig(kafkaEnv(brokers, topic), tmpdir()).kafka!, { clientId: 'it-status-producer' }).producer();
   await producer.connect();
   try {

@@ -16,6 +16,7 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import type { Admin, ITopicConfig } from 'kafkajs';
 
 const execFileAsync = promisify(execFile);
 
@@ -92,4 +93,32 @@ export async function stopKafka(options: { force?: boolean } = {}): Promise<void
 export function uniqueTopicName(prefix: string): string {
   const clean = prefix.replace(/[^A-Za-z0-9._-]/g, '-').slice(0, 120) || 'test';
   return `${clean}-${process.pid}-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+}
+
+/**
+ * Creates `topics` and waits until the broker hosts every partition of them with a
+ * leader. kafkajs's `waitForLeaders` retries only LEADER_NOT_AVAILABLE, and a KRaft
+ * broker can answer UNKNOWN_TOPIC_OR_PARTITION ("This server does not host this
+ * topic-partition") for a moment after the creation: a test's setup failed on it (CI,
+ * 2026-12-02). Here the metadata is asked again until it holds, for up to `timeoutMs`.
+ * @throws the last error when the partitions have no leaders within `timeoutMs`.
+ */
+export async function createTopicsAndWait(admin: Admin, topics: ITopicConfig[], timeoutMs = 30_000): Promise<void> {
+  await admin.createTopics({ topics, waitForLeaders: false });
+  const names = topics.map((t) => t.topic);
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      const meta = await admin.fetchTopicMetadata({ topics: names });
+      const ready = topics.every((t) => {
+        const parts = meta.topics.find((m) => m.name === t.topic)?.partitions ?? [];
+        return parts.length === (t.numPartitions ?? parts.length) && parts.length > 0 && parts.every((p) => p.leader >= 0);
+      });
+      if (ready) return;
+      if (Date.now() > until) throw new Error(`topics ${names.join(', ')}: partitions without a leader after ${timeoutMs} ms`);
+    } catch (err) {
+      if (Date.now() > until) throw err;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
