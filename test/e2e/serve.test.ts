@@ -132,11 +132,15 @@ describe('continuity serve with a request still arriving at SIGTERM', () => {
       socket.on('error', () => {}); // EPIPE once serve has cut it off: expected
       const cut = new Promise<void>((resolve) => socket.once('close', () => resolve()));
       await new Promise<void>((resolve) => socket.connect(Number(new URL(url).port), '127.0.0.1', resolve));
-      // the head and one byte of a 100,000-byte body, then a byte a second: the
-      // request never completes while the client lives (it outlives the test)
-      socket.write('POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n[');
+      // the head of a 100,000-byte body; serve answers 100 Continue once it has read it
+      // (Node's server, RFC 9110 §10.1.1), so the request is in flight when the signal comes
+      let received = '';
+      socket.on('data', (c: Buffer) => (received += c.toString('latin1')));
+      socket.write('POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n');
+      await waitFor(() => received.startsWith('HTTP/1.1 100 Continue'), { timeoutMs: 10_000, what: 'serve to read the request head' });
+      // then a byte a second: the request never completes while the client lives (it outlives the test)
+      socket.write('[');
       drip = setInterval(() => socket.writable && socket.write(' '), 1000);
-      await new Promise((resolve) => setTimeout(resolve, 1500));
       proc.kill('SIGTERM');
       // before the fix serve exited only when the client went away
       expect(await waitForExit(proc, 40_000), err).toBe(true);

@@ -17,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import type { Admin, ITopicConfig } from 'kafkajs';
+import { waitFor } from '../../drill/wait.ts';
 
 const execFileAsync = promisify(execFile);
 
@@ -101,24 +102,20 @@ export function uniqueTopicName(prefix: string): string {
  * broker can answer UNKNOWN_TOPIC_OR_PARTITION ("This server does not host this
  * topic-partition") for a moment after the creation: a test's setup failed on it (CI,
  * 2026-12-02). Here the metadata is asked again until it holds, for up to `timeoutMs`.
- * @throws the last error when the partitions have no leaders within `timeoutMs`.
+ * @throws ContinuityError (drill/wait.ts waitFor) when the partitions have no leaders within `timeoutMs`.
  */
 export async function createTopicsAndWait(admin: Admin, topics: ITopicConfig[], timeoutMs = 30_000): Promise<void> {
   await admin.createTopics({ topics, waitForLeaders: false });
   const names = topics.map((t) => t.topic);
-  const until = Date.now() + timeoutMs;
-  for (;;) {
-    try {
-      const meta = await admin.fetchTopicMetadata({ topics: names });
-      const ready = topics.every((t) => {
+  const ready = async (): Promise<boolean> => {
+    const meta = await admin.fetchTopicMetadata({ topics: names }).catch(() => undefined);
+    return (
+      meta !== undefined &&
+      topics.every((t) => {
         const parts = meta.topics.find((m) => m.name === t.topic)?.partitions ?? [];
-        return parts.length === (t.numPartitions ?? parts.length) && parts.length > 0 && parts.every((p) => p.leader >= 0);
-      });
-      if (ready) return;
-      if (Date.now() > until) throw new Error(`topics ${names.join(', ')}: partitions without a leader after ${timeoutMs} ms`);
-    } catch (err) {
-      if (Date.now() > until) throw err;
-    }
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
+        return parts.length > 0 && parts.length === (t.numPartitions ?? parts.length) && parts.every((p) => p.leader >= 0);
+      })
+    );
+  };
+  await waitFor(ready, { timeoutMs, what: `a leader for every partition of ${names.join(', ')}`, intervalMs: 100 });
 }
