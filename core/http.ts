@@ -220,7 +220,7 @@ export const REQUEST_TIMEOUT_MS = 60_000;
 export const CLOSE_GRACE_MS = 10_000;
 
 /** The open sockets of each server {@link trackConnections} was given. */
-const OPEN_SOCKETS = new WeakMap<object, Set<{ destroyed: boolean; destroy(): void; once(event: 'close', listener: () => void): unknown }>>();
+const OPEN_SOCKETS = new WeakMap<object, Set<Socket>>();
 
 /**
  * Starts counting a server's open connections, for {@link closeWithin}: call it on
@@ -249,11 +249,7 @@ export function trackConnections(server: { on(event: 'connection', listener: (so
  * @throws whatever `app.close()` rejects with
  */
 export async function closeWithin(app: { close(): PromiseLike<unknown>; server: object }, graceMs = CLOSE_GRACE_MS): Promise<void> {
-  const open = OPEN_SOCKETS.get(app.server);
-  if (!open) {
-    await app.close();
-    return;
-  }
+  const open = OPEN_SOCKETS.get(app.server) ?? new Set<Socket>();
   const deadline = setTimeout(() => {
     for (const s of open) s.destroy();
   }, graceMs);
