@@ -187,12 +187,15 @@ export class ContinuityError extends Error {
   readonly httpStatus: number;
   /** Structured context (paths, names, issue lists) for logs and API bodies. */
   readonly details: Readonly<Record<string, unknown>>;
+  /** The detail given after the registry's message (the message is `<registry message>: <detail>`), if any. */
+  readonly detail: string | undefined;
 
   constructor(code: ErrorCode, detail?: string, options: { cause?: unknown; details?: Record<string, unknown> } = {}) {
     const spec = ERROR_CODES[code];
     super(detail ? `${spec.message}: ${detail}` : spec.message, options.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'ContinuityError';
     this.code = code;
+    this.detail = detail || undefined;
     this.retriable = spec.retriable;
     this.httpStatus = spec.httpStatus;
     this.details = Object.freeze({ ...(options.details ?? {}) });

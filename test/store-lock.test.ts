@@ -42,15 +42,25 @@ describe('an embedded data directory has one owner', () => {
       const bin = new URL('../bin/continuity.mjs', import.meta.url).pathname;
       const env: NodeJS.ProcessEnv = { ...process.env, CONTINUITY_DATA_DIR: dataDir };
       delete env.CLICKHOUSE_URL;
-      const err = (await promisify(execFile)(process.execPath, [bin, 'sql', 'SELECT 1'], { env }).then(
-        () => undefined,
-        (e: unknown) => e,
-      )) as { code: number; stderr: string } | undefined;
+      const cli = async (...args: string[]) =>
+        (await promisify(execFile)(process.execPath, [bin, ...args], { env }).then(
+          () => undefined,
+          (e: unknown) => e,
+        )) as { code: number; stderr: string } | undefined;
+      const err = await cli('sql', 'SELECT 1');
       expect(err?.code).toBe(1);
       expect(err?.stderr).toMatch(/^error CONT_ERR_STORE_LOCKED: /);
       expect(err?.stderr).toContain(`owned by process ${holder.pid}`);
       expect(err?.stderr).not.toContain('Cannot lock file');
       expect(err?.stderr).not.toContain('DB::Exception');
+      // compact adds that a running owner compacts by itself, after the store's own
+      // detail (the registry's message once, not twice)
+      const compact = await cli('compact');
+      expect(compact?.code).toBe(1);
+      expect(compact?.stderr).toMatch(
+        new RegExp(`^error CONT_ERR_STORE_LOCKED: the embedded data directory is in use by another process: \\S+ is owned by process ${holder.pid};.* \\(a running serve or consumer compacts its closed days itself, every 15 minutes\\)`),
+      );
+      expect(compact?.stderr.match(/in use by another process/g)).toHaveLength(1);
     } finally {
       holder.stdin!.end();
       await once(holder, 'exit');

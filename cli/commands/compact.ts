@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { COMPACT_QUIET_MS, compactClosedDays, openMigratedStore, type CompactedPartition } from '../../store/index.ts';
-import { ContinuityError, ERROR_CODES } from '../../core/index.ts';
+import { ContinuityError } from '../../core/index.ts';
 import { configFrom, positiveFlag } from '../context.ts';
 
 /** What a partition left alone was left for, in the command's words. */
@@ -31,9 +31,7 @@ export function registerCompact(program: Command): void {
       const quietMs = positiveFlag('--quiet', flags.quiet, false, true) * 60_000;
       const store = await openMigratedStore(config).catch((err: unknown) => {
         if (err instanceof ContinuityError && err.code === 'CONT_ERR_STORE_LOCKED') {
-          const prefix = `${ERROR_CODES.CONT_ERR_STORE_LOCKED.message}: `;
-          const detail = err.message.startsWith(prefix) ? err.message.slice(prefix.length) : err.message;
-          throw new ContinuityError('CONT_ERR_STORE_LOCKED', `${detail} (a running serve or consumer compacts its closed days itself, every 15 minutes)`, {
+          throw new ContinuityError('CONT_ERR_STORE_LOCKED', [err.detail, '(a running serve or consumer compacts its closed days itself, every 15 minutes)'].filter(Boolean).join(' '), {
             cause: err,
             details: err.details,
           });
