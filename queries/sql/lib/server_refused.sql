@@ -40,8 +40,7 @@ srv AS
     (
         -- FINAL keeps one copy per (ts, event_id); a copy of an event stamped with
         -- another time is dropped here (the misses are counted)
-        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth,
-               user_agent != '' AND principal_key != '' AS own_client
+        SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth, own_client
         FROM server_signal_rows
         WHERE refused
         LIMIT 1 BY event_id

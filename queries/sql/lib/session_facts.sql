@@ -119,7 +119,7 @@ remint_candidates AS
 -- (arh: the arrival to take the client from, where the miss lacks a user agent or
 -- principal, as server_refused.sql; 0: the miss's own client)
 (
-    SELECT groupArray((skh, t, if(user_agent = '' OR principal_key = '', arh, toUInt128(0)), clienth)) FROM server_signal_rows WHERE refused
+    SELECT groupArray((skh, t, if(own_client, toUInt128(0), arh), clienth)) FROM server_signal_rows WHERE refused
 ) AS server_refused_array,
 server_refused_rows AS
 (
