@@ -161,7 +161,13 @@ function detailLines(r: CanaryReport): string[] {
     );
     out.push(`Restart: down from ${d.down_from}, up at ${d.up_at ?? 'not seen'}${d.downtime_s === null ? '' : `, downtime ${d.downtime_s} s`}`);
   }
-  if (r.window) out.push(`Deploy window: ${r.window.from} → ${r.window.to} (${r.window.seconds.toFixed(3)} s: the restart plus ${r.window.after_s} s after the boot)`);
+  if (r.window) {
+    const w = r.window;
+    const span = w.next_restart_at
+      ? `the restart until the service's next restart, before --after's ${w.after_s} s after the boot ended`
+      : `the restart plus ${w.after_s} s after the boot`;
+    out.push(`Deploy window: ${w.from} → ${w.to} (${w.seconds.toFixed(3)} s: ${span})`);
+  }
   if (r.baseline) out.push(`Baseline: ${r.baseline.from} → ${r.baseline.to} (${r.baseline.seconds.toFixed(3)} s)`);
   out.push(`Scope: service ${r.scope.service || '(all)'}${r.scope.environment ? `, environment ${r.scope.environment}` : ''}`);
   out.push(`Exit code: ${r.exit_code} (0 pass, 1 fail, 2 cannot evaluate)`);

@@ -375,7 +375,9 @@ describe('cannot evaluate (exit code 2)', () => {
     const iso = (v: unknown) => isoMicros(parseTimeMicros(String(v))!);
     const nextDown = iso(rows.find((x) => x.boot_id === 'boot-roll-200')!.down_from);
     const r = await canary('roll', 'boot-roll-100');
-    expect(r.window).toMatchObject({ from: r.deploy!.down_from, to: nextDown, after_s: 900 });
+    expect(r.window).toMatchObject({ from: r.deploy!.down_from, to: nextDown, after_s: 900, next_restart_at: nextDown });
+    // the header says why the window is short, not "plus 900 s"
+    expect(renderCanary(r, 'md')).toMatch(/Deploy window: .* s: the restart until the service's next restart, before --after's 900 s after the boot ended\)/);
     expect(r.notes).toContainEqual(expect.stringMatching(new RegExp(`^The service restarted again [\\d.]+ s after this boot \\(boot-roll-200\\), before --after ended: the deploy window ends at that restart's down_from, ${nextDown.replace(/\./g, '\\.')}\\.$`)));
     // every read of the window stops there
     const windowReads = r.gates.flatMap((g) => g.queries).filter((q) => q.params.t_from !== undefined && Date.parse(String(q.params.t_from)) === Date.parse(r.window!.from));
@@ -384,6 +386,8 @@ describe('cannot evaluate (exit code 2)', () => {
     const last = await canary('roll', 'latest');
     expect(last.deploy).toMatchObject({ boot_id: 'boot-roll-300' });
     expect(Date.parse(last.window!.to) - Date.parse(last.deploy!.up_at!)).toBe(900_000);
+    expect(last.window!.next_restart_at).toBeNull();
+    expect(renderCanary(last, 'md')).toMatch(/Deploy window: .* s: the restart plus 900 s after the boot\)/);
     expect(last.notes.some((n) => n.startsWith('The service restarted again'))).toBe(false);
   });
 

@@ -347,8 +347,12 @@ export interface CanaryReport {
   /** What `--deploy` said: a release, a boot_id, `latest`, or a time (the last restart up at or before it). */
   readonly requested: string;
   readonly deploy: DeployInfo | null;
-  /** The deploy window W (null when the deploy could not be resolved). */
-  readonly window: (TimeRange & { readonly after_s: number }) | null;
+  /**
+   * The deploy window W (null when the deploy could not be resolved): `after_s` is
+   * --after; `next_restart_at` the service's next restart's down_from (ISO, µs) when
+   * that came first and ends the window there, else null.
+   */
+  readonly window: (TimeRange & { readonly after_s: number; readonly next_restart_at: string | null }) | null;
   readonly baseline: TimeRange | null;
   /** Filters every query was bound to ('' = all). */
   readonly scope: { readonly service: string; readonly environment: string };
@@ -594,7 +598,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   const W = range(downUs, endUs);
   const B = range(downUs - baseUs, downUs);
   const L = range(lifeFromUs, endUs);
-  const window = { ...W, after_s: afterS };
+  const window = { ...W, after_s: afterS, next_restart_at: cut ? isoMicros(cut.down_from) : null };
   const p = (r: TimeRange, extra: Record<string, string | number> = {}): Record<string, string | number> => rangeParams(r, common, extra);
   const win = { window_s: windowS };
 
