@@ -283,14 +283,25 @@ function findings(r: ContinuityReport): string[] {
   if (r.remint_pairs.orphaned > 0) out.push(`${r.remint_pairs.orphaned} replacement session(s) were never adopted by the client.`);
   // With no configured path in the log, the proxy-derived sections looked at nothing.
   if (out.length === 0 && paths?.verdict !== 'none_match') {
-    // Nothing at all is not a clean range: a mistyped --data-dir opens a new, empty store.
-    const nothing =
-      r.lines.scope === 'store' && r.lines.read === 0 && r.settlements.arrivals === 0 && r.sessions.total === 0 && r.restarts.total === 0 && r.auth_challenges.total === 0 && r.refused_misses.total === 0;
-    out.push(
-      nothing
-        ? 'Nothing to judge: no proxy log was ever imported into this store, and it holds no server events in this range (check --data-dir, --from/--to and --service; `continuity import` or `continuity serve` fill a store).'
-        : 'No continuity problems found in this range.',
-    );
+    // Nothing at all is not a clean range: a mistyped --data-dir opens a new, empty
+    // store, a mistyped --service matches nothing, and a log of rejected lines holds
+    // nothing (found by a newcomer pass: each said "no problems").
+    const seenNothing =
+      r.settlements.arrivals === 0 && r.sessions.total === 0 && r.restarts.total === 0 && r.auth_challenges.total === 0 && r.refused_misses.total === 0 && r.proxy_errors.proxy_generated === 0;
+    const scope = [r.range.service ? `service ${JSON.stringify(r.range.service)}` : '', r.range.environment ? `environment ${JSON.stringify(r.range.environment)}` : '']
+      .filter(Boolean)
+      .join(', ');
+    if (!seenNothing) out.push('No continuity problems found in this range.');
+    else if (r.lines.scope === 'store' && r.lines.read === 0)
+      out.push(
+        'Nothing to judge: no proxy log was ever imported into this store, and it holds no server events in this range (check --data-dir, --from/--to and --service; `continuity import` or `continuity serve` fill a store).',
+      );
+    else
+      out.push(
+        `Nothing to judge: no session, server arrival, restart, refused miss or challenge in ${r.range.t_from} .. ${r.range.t_to}${scope ? ` for ${scope}` : ''}` +
+          (r.lines.parsed === 0 && r.lines.rejected > 0 ? `, and every line imported into this store was rejected (${r.lines.rejected}; \`continuity import\` lists them with their reasons)` : '') +
+          ' (check --from/--to, --service and --environment).',
+      );
   }
   return paths?.warning ? [paths.warning, ...out] : out;
 }

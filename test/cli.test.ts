@@ -97,6 +97,32 @@ describe('bad input through the CLI', () => {
     expect(findings).toEqual([expect.stringMatching(/^Nothing to judge: no proxy log was ever imported into this store, and it holds no server events in this range \(check --data-dir/)]);
   });
 
+  it('a scope that matches nothing, or a store of rejected lines, says there is nothing to judge too', async () => {
+    const dir = freshDir();
+    const access = `${CAPTURES}caddy-sdk-restart/caddy-access.log`;
+    expect((await continuity(['import', 'caddy', access], dir)).code).toBe(0);
+    const findings = async (...args: string[]) => {
+      const r = await continuity(['report', '--json', ...args], dir);
+      expect(r.code, r.stderr).toBe(0);
+      return (JSON.parse(r.stdout) as { findings: string[] }).findings;
+    };
+    expect(await findings('--service', 'nosuch')).toEqual([
+      expect.stringMatching(/^Nothing to judge: no session, server arrival, restart, refused miss or challenge in \S+ \.\. \S+ for service "nosuch" \(check --from\/--to, --service and --environment\)\.$/),
+    ]);
+    // the same store unscoped has findings (the restarts)
+    expect((await findings()).some((f) => f.startsWith('Nothing to judge'))).toBe(false);
+
+    const junkDir = freshDir();
+    const junk = join(junkDir, 'junk.log');
+    writeFileSync(junk, 'this is not a Caddy JSON line\n');
+    const imported = await continuity(['import', 'caddy', junk], junkDir);
+    expect(imported.stdout + imported.stderr).toMatch(/rejected/);
+    const r = await continuity(['report', '--json'], junkDir);
+    expect((JSON.parse(r.stdout) as { findings: string[] }).findings).toEqual([
+      expect.stringMatching(/^Nothing to judge: .*, and every line imported into this store was rejected \(1; `continuity import` lists them with their reasons\)/),
+    ]);
+  });
+
   it('serve on a port in use is a coded configuration error, not a stack trace', async () => {
     const busy = createServer();
     await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
