@@ -240,6 +240,16 @@ export async function importedLineCounts(store: Store): Promise<LineCounts> {
   return { read, parsed, rejected, skipped: Math.max(0, read - parsed - rejected), scope: 'store' };
 }
 
+/** The report's range in words: `in the whole store`, `from X`, `before Y`, `in X .. Y` ('all' = unbounded). */
+function rangeWords(range: ContinuityReport['range']): string {
+  const from = range.t_from === 'all' ? '' : range.t_from;
+  const to = range.t_to === 'all' ? '' : range.t_to;
+  if (from && to) return `in ${from} .. ${to}`;
+  if (from) return `from ${from}`;
+  if (to) return `before ${to}`;
+  return 'in the whole store';
+}
+
 function findings(r: ContinuityReport): string[] {
   const out: string[] = [];
   const paths = r.mcp_paths;
@@ -298,7 +308,7 @@ function findings(r: ContinuityReport): string[] {
       );
     else
       out.push(
-        `Nothing to judge: no session, server arrival, restart, refused miss or challenge in ${r.range.t_from} .. ${r.range.t_to}${scope ? ` for ${scope}` : ''}` +
+        `Nothing to judge: no session, server arrival, restart, refused miss or challenge ${rangeWords(r.range)}${scope ? ` for ${scope}` : ''}` +
           (r.lines.parsed === 0 && r.lines.rejected > 0 ? `, and every line imported into this store was rejected (${r.lines.rejected}; \`continuity import\` lists them with their reasons)` : '') +
           ' (check --from/--to, --service and --environment).',
       );

@@ -107,7 +107,7 @@ describe('bad input through the CLI', () => {
       return (JSON.parse(r.stdout) as { findings: string[] }).findings;
     };
     expect(await findings('--service', 'nosuch')).toEqual([
-      expect.stringMatching(/^Nothing to judge: no session, server arrival, restart, refused miss or challenge in \S+ \.\. \S+ for service "nosuch" \(check --from\/--to, --service and --environment\)\.$/),
+      expect.stringMatching(/^Nothing to judge: no session, server arrival, restart, refused miss or challenge in the whole store for service "nosuch" \(check --from\/--to, --service and --environment\)\.$/),
     ]);
     // the same store unscoped has findings (the restarts)
     expect((await findings()).some((f) => f.startsWith('Nothing to judge'))).toBe(false);

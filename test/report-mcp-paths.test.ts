@@ -78,7 +78,10 @@ describe('configured MCP endpoint paths that match no proxy line (CONTINUITY_MCP
     expect(right.findings).toEqual(inferred.findings);
     expect(inferred.mcp_paths).toBeNull();
     expect(after.mcp_paths).toMatchObject({ verdict: 'ok', warning: null, unmatched: ['/mcp/'] });
-    expect(after.findings).toEqual([NONE_FOUND]);
+    // (a range without MCP traffic has nothing to judge: not "no problems found")
+    expect(after.findings).toEqual([
+      'Nothing to judge: no session, server arrival, restart, refused miss or challenge from 2026-11-30 05:00:00 for service "restart" (check --from/--to, --service and --environment).',
+    ]);
     expect(await checkMcpPaths(t.store, { service: 'nothing-here', mcp_paths: '/mcp/' })).toMatchObject({ verdict: 'ok', warning: null, endpoints: [] });
   });
 
