@@ -123,6 +123,24 @@ describe('bad input through the CLI', () => {
     ]);
   });
 
+  it('an access log imported again without --errors warns that its lines lose the upstream errors joined before', async () => {
+    const dir = freshDir();
+    const access = `${CAPTURES}caddy-sdk-restart/caddy-access.log`;
+    const errors = `${CAPTURES}caddy-sdk-restart/caddy-error.log`;
+    const joined = await continuity(['import', 'caddy', access, '--errors', errors], dir);
+    expect(joined.stdout).toMatch(/9 joined to upstream errors/);
+    expect(joined.stderr).not.toMatch(/warning/);
+    const again = await continuity(['import', 'caddy', access], dir);
+    expect(again.code).toBe(0);
+    expect(again.stderr).toMatch(/^warning: 1 of these access log\(s\) were imported before, and this import has no --errors: .* may lose their upstream_error; import them again with --errors <error\.log> to keep it\.$/m);
+    const stored = await continuity(['sql', "SELECT countIf(upstream_error != '') AS n FROM proxy_access FINAL", '--format', 'json'], dir);
+    expect(JSON.parse(stored.stdout)).toEqual({ n: 0 });
+    // the same log imported twice with its error log keeps them, and says nothing
+    const fresh = freshDir();
+    expect((await continuity(['import', 'caddy', access, '--errors', errors], fresh)).stderr).not.toMatch(/warning/);
+    expect((await continuity(['import', 'caddy', access, '--errors', errors], fresh)).stderr).not.toMatch(/warning/);
+  });
+
   it('serve on a port in use is a coded configuration error, not a stack trace', async () => {
     const busy = createServer();
     await new Promise<void>((resolve) => busy.listen(0, '127.0.0.1', resolve));
