@@ -123,6 +123,12 @@ describe('POST /api/sql', () => {
     expect(res.statusCode).toBe(200);
     expect(res.headers['content-type']).toMatch(/^text\/csv/);
     expect(res.body.trim().split(/\r?\n/)).toEqual(['"number"', '0', '1', '2']);
+    // the cut is said in headers, the body stays the result alone
+    expect(res.headers['x-continuity-rows']).toBe('3');
+    expect(res.headers['x-continuity-row-limit']).toBe('reached: max_rows 3; the result may have more');
+    const under = await sql({ sql: 'SELECT number FROM numbers(2)', format: 'csv', max_rows: 3, timeout_s: 5 });
+    expect(under.headers['x-continuity-rows']).toBe('2');
+    expect(under.headers['x-continuity-row-limit']).toBeUndefined();
   });
 
   it('refuses writes with 403 CONT_ERR_READONLY and leaves the data alone', async () => {

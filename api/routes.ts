@@ -124,7 +124,11 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     }
     const { sql, format, max_rows, timeout_s } = parsed.data;
     const out = SQL_FORMATS[format];
-    const body = await store.readOnly(sql, { format: out.format, maxRows: max_rows, maxExecutionS: timeout_s });
+    let result: { rows: number | null; limited: boolean } = { rows: null, limited: false };
+    const body = await store.readOnly(sql, { format: out.format, maxRows: max_rows, maxExecutionS: timeout_s, onResult: (r) => (result = r) });
+    // the body is the result in the asked format alone: whether max_rows cut it goes in headers
+    if (result.rows !== null) reply.header('x-continuity-rows', String(result.rows));
+    if (result.limited) reply.header('x-continuity-row-limit', `reached: max_rows ${max_rows}; the result may have more`);
     return reply.header('content-type', out.contentType).send(body);
   });
 };

@@ -7,6 +7,18 @@ import type { Config } from '../core/config.ts';
 import { ContinuityError } from '../core/errors.ts';
 import { ensureDir } from '../core/fs.ts';
 
+/** Options of {@link Store.readOnly}. */
+export interface ReadOnlyOptions {
+  /** A ClickHouse output format name (e.g. JSONEachRow, CSVWithNames, ArrowStream). */
+  format: string;
+  /** The most rows the output holds (a LIMIT around the statement). */
+  maxRows: number;
+  /** The most seconds the statement may take, its wait for its turn included. */
+  maxExecutionS: number;
+  /** Told the output's row count once it is read (see {@link Store.readOnly}). */
+  onResult?: (result: { rows: number | null; limited: boolean }) => void;
+}
+
 /**
  * The store: every read and write goes through one `@clickhouse/client`, backed
  * either by the embedded engine (chDB through `chdb/connection`, persisted in the
@@ -53,6 +65,10 @@ export interface Store {
    * connection of their own, one at a time: a long one holds up the next ad hoc
    * statement, not the named queries and reports. `maxExecutionS` covers the wait
    * for its turn too: what is left of it bounds the run.
+   * @param options.onResult called once with the output's row count (the engine's
+   *   summary `result_rows`; null where the engine gave none) and `limited`: the output
+   *   holds `maxRows` rows, so the statement may have more (the limit cut it, or it has
+   *   exactly that many: the caller says "may").
    * @returns the raw output in `format` (any ClickHouse output format name).
    * @throws ContinuityError CONT_ERR_READONLY for writes and for table functions
    *   that reach outside the store (file, url, s3, remote, …: the engine refuses them
@@ -61,7 +77,7 @@ export interface Store {
    *   when it ran out of `maxExecutionS`, or waited that long for its turn and did not
    *   start; CONT_ERR_STORE_QUERY otherwise.
    */
-  readOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }): Promise<Buffer>;
+  readOnly(sql: string, options: ReadOnlyOptions): Promise<Buffer>;
 
   /**
    * Runs a maintenance statement that returns no rows and may take seconds (an
@@ -593,7 +609,7 @@ function wrap(
         throw fail(err, sql);
       }
     },
-    async readOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }): Promise<Buffer> {
+    async readOnly(sql: string, options: ReadOnlyOptions): Promise<Buffer> {
       if (!FORMAT.test(options.format)) throw new RangeError(`not a format name: ${options.format}`);
       const started = performance.now();
       let release!: () => void;
@@ -613,7 +629,7 @@ function wrap(
     },
   };
 
-  async function runReadOnly(sql: string, options: { format: string; maxRows: number; maxExecutionS: number }, started: number): Promise<Buffer> {
+  async function runReadOnly(sql: string, options: ReadOnlyOptions, started: number): Promise<Buffer> {
     const statement = await singleStatement(adhocClient, sql).catch((err: unknown) => {
       throw fail(err, sql);
     });
@@ -656,11 +672,19 @@ function wrap(
       const rs = await adhocClient.exec({ query: wrappedFor(leftS) });
       const chunks: Buffer[] = [];
       for await (const chunk of rs.stream) chunks.push(chunk as Buffer);
+      const rows = resultRows(rs);
+      options.onResult?.({ rows, limited: rows !== null && rows >= maxRows });
       return Buffer.concat(chunks);
     } catch (err) {
       throw refuse(err);
     }
   }
+}
+
+/** The output's row count from the engine's summary (`result_rows`: chDB's result, or a server's X-ClickHouse-Summary), null without one. */
+function resultRows(rs: { summary?: { result_rows?: string } }): number | null {
+  const n = Number(rs.summary?.result_rows);
+  return rs.summary?.result_rows !== undefined && Number.isSafeInteger(n) && n >= 0 ? n : null;
 }
 
 /**

@@ -307,6 +307,17 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
 });
 
 describe('bad flags and closed pipes', () => {
+  it('sql says on stderr when its output stops at --max-rows, and only then', async () => {
+    const dir = freshDir();
+    const cut = await continuity(['sql', 'SELECT number FROM numbers(20)', '--format', 'csv', '--max-rows', '5'], dir);
+    expect(cut.code).toBe(0);
+    expect(cut.stdout.trim().split('\n')).toEqual(['"number"', '0', '1', '2', '3', '4']);
+    expect(cut.stderr).toBe('note: the output stops at --max-rows 5 rows; the result may have more (raise --max-rows)\n');
+    const whole = await continuity(['sql', 'SELECT number FROM numbers(4)', '--format', 'json', '--max-rows', '5'], dir);
+    expect(whole.stdout.trim().split('\n')).toHaveLength(4);
+    expect(whole.stderr).toBe('');
+  });
+
   it('answers a bad --format, --max-rows or --timeout with CONT_ERR_CONFIG naming the flag, not a stack trace', async () => {
     const dir = freshDir();
     for (const [args, flag] of [

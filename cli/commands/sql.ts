@@ -12,7 +12,8 @@ const FORMATS: Record<string, string> = {
 /**
  * `continuity sql "<SELECT…>"`: ad hoc SQL, read-only as enforced by the store
  * (readonly=1). One query only: SHOW/DESCRIBE/EXPLAIN are refused (store.readOnly
- * says why), so the help points at the system tables instead.
+ * says why), so the help points at the system tables instead. An output of
+ * --max-rows rows says on stderr that the result may have more.
  */
 export function registerSql(program: Command): void {
   program
@@ -28,7 +29,10 @@ export function registerSql(program: Command): void {
       const maxRows = positiveFlag('--max-rows', opts.maxRows, true);
       const maxExecutionS = positiveFlag('--timeout', opts.timeout, false);
       const config = configFrom(cmd.optsWithGlobals());
-      const out = await withStore(config, (store) => store.readOnly(statement, { format, maxRows, maxExecutionS }));
+      let limited = false;
+      const out = await withStore(config, (store) => store.readOnly(statement, { format, maxRows, maxExecutionS, onResult: (r) => (limited = r.limited) }));
       process.stdout.write(out);
+      // (stderr: the output stays the result alone, for pipes and files)
+      if (limited) process.stderr.write(`note: the output stops at --max-rows ${maxRows} rows; the result may have more (raise --max-rows)\n`);
     });
 }
