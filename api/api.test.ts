@@ -163,10 +163,20 @@ describe('authentication', () => {
       expect(res.json().code).toBe('CONT_ERR_UNAUTHORIZED');
       expect(res.headers['www-authenticate']).toMatch(/^Bearer /);
     }
+    // a missing header, another scheme and another token are told apart (RFC 6750 §3.1:
+    // error="invalid_token" only where a token was sent)
+    const none = await get('/api/queries', {});
+    expect(none.json().message).toBe('the request lacks a valid bearer token: no Authorization header');
+    expect(none.headers['www-authenticate']).toBe('Bearer realm="continuity-api"');
+    const basic = await get('/api/queries', { authorization: 'Basic dXNlcjpwYXNz' });
+    expect(basic.json().message).toBe('the request lacks a valid bearer token: the Authorization header is not a Bearer credential (`Bearer <token>`)');
     const wrong = await get('/api/queries', { authorization: 'Bearer wrong-token-0123456789abc' });
     expect(wrong.statusCode).toBe(401);
-    const ingest = await server.app.inject({ method: 'POST', url: '/v1/events', payload: [] });
+    expect(wrong.json()).toMatchObject({ message: 'the request lacks a valid bearer token: the bearer token does not match the one this server was started with', details: { error: 'invalid_token' } });
+    expect(wrong.headers['www-authenticate']).toBe('Bearer realm="continuity-api", error="invalid_token"');
+    const ingest = await server.app.inject({ method: 'POST', url: '/v1/events', payload: [], headers: { authorization: 'Bearer wrong-token-0123456789abc' } });
     expect(ingest.statusCode).toBe(401);
+    expect(ingest.headers['www-authenticate']).toBe('Bearer realm="continuity-ingest", error="invalid_token"');
   });
 });
 

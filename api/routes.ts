@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import { z } from 'zod';
-import { assertMediaType, codedRequestError, ContinuityError, createBearerCheck, isContinuityError } from '../core/index.ts';
+import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
 import { NAMED_QUERIES, bindParams, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { buildContinuityReport } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
@@ -90,7 +90,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
 
   if (bearerOk) {
     app.addHook('onRequest', async (req) => {
-      if (!bearerOk(req.headers.authorization)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
+      if (!bearerOk(req.headers.authorization)) throw unauthorized(req.headers.authorization);
     });
   }
 
@@ -135,6 +135,6 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
 
 function sendError(reply: FastifyReply, err: ContinuityError): FastifyReply {
   if (err.httpStatus === 503) reply.header('retry-after', '5');
-  if (err.code === 'CONT_ERR_UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="continuity-api"');
+  if (err.code === 'CONT_ERR_UNAUTHORIZED') reply.header('www-authenticate', bearerChallenge('continuity-api', err));
   return reply.status(err.httpStatus).send(err.toJSON());
 }

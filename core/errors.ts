@@ -114,10 +114,10 @@ export const ERROR_CODES = {
     fix: 'Send a smaller body: the limit (`details.limitBytes`; 10 MiB unless createGateway was given maxBodyBytes) counts the bytes after Content-Encoding is decoded, on the ingest routes and the read API alike. For ingest, send smaller batches (the OTLP exporters batch by count: lower maxExportBatchSize).',
   },
   CONT_ERR_UNAUTHORIZED: {
-    message: 'a bearer token is required',
+    message: 'the request lacks a valid bearer token',
     retriable: false,
     httpStatus: 401,
-    fix: 'Send `Authorization: Bearer <token>` with the token the gateway was started with (CONTINUITY_INGEST_TOKEN).',
+    fix: 'Send `Authorization: Bearer <token>` with the token the server was started with (--token, CONTINUITY_INGEST_TOKEN); the message says whether the header was missing, not a Bearer credential, or carried another token.',
   },
   CONT_ERR_UNSUPPORTED_MEDIA: {
     message: 'the content type or content coding is not accepted here',

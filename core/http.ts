@@ -203,6 +203,28 @@ export function createBearerCheck(token: string): (authorization: string | undef
   };
 }
 
+/**
+ * The 401 for a request {@link createBearerCheck} refused, saying which way it
+ * failed: no `Authorization` header, a credential of another scheme, or another
+ * token. `details.error` is RFC 6750 §3.1's code for the last (`invalid_token`);
+ * a request without credentials gets none (RFC 6750 §3.1: "SHOULD NOT include an
+ * error code").
+ * @returns ContinuityError CONT_ERR_UNAUTHORIZED (401)
+ */
+export function unauthorized(authorization: string | undefined): ContinuityError {
+  if (authorization === undefined || authorization.trim() === '') return new ContinuityError('CONT_ERR_UNAUTHORIZED', 'no Authorization header');
+  const scheme = /^(\S+)/.exec(authorization)?.[1] ?? '';
+  if (scheme.toLowerCase() !== 'bearer' || !/^\S+ +\S/.test(authorization)) {
+    return new ContinuityError('CONT_ERR_UNAUTHORIZED', 'the Authorization header is not a Bearer credential (`Bearer <token>`)');
+  }
+  return new ContinuityError('CONT_ERR_UNAUTHORIZED', 'the bearer token does not match the one this server was started with', { details: { error: 'invalid_token' } });
+}
+
+/** The WWW-Authenticate value for a 401 (RFC 6750 §3): the realm, and the error code when the request carried a token. */
+export function bearerChallenge(realm: string, err: ContinuityError): string {
+  return err.details.error === 'invalid_token' ? `Bearer realm="${realm}", error="invalid_token"` : `Bearer realm="${realm}"`;
+}
+
 function sha256(value: string): Buffer {
   return createHash('sha256').update(value, 'utf8').digest();
 }

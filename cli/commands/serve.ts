@@ -21,7 +21,7 @@ function describe(e: ServerEndpoints, location: string, mode: string, token: boo
     'OpenTelemetry exporters (and the MCP collector, otlp.url):',
     `  OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=${e.otlpLogs}`,
     '  OTEL_EXPORTER_OTLP_LOGS_PROTOCOL=http/protobuf   (http/json works too)',
-    ...(token ? ['  OTEL_EXPORTER_OTLP_LOGS_HEADERS=Authorization=Bearer%20<token>   (every route requires the token)'] : []),
+    ...(token ? ['  OTEL_EXPORTER_OTLP_LOGS_HEADERS=Authorization=Bearer%20<token>   (every route but /healthz and /readyz requires it)'] : []),
     'stop with Ctrl-C or SIGTERM (writes what was accepted, then closes the store)',
     '',
   ].join('\n');
@@ -40,7 +40,7 @@ export function registerServe(program: Command): void {
     .description('run the ingest gateway (OTLP/HTTP logs, JSON events), the store writer and the read API (/api) in one process')
     .option('--host <host>', 'address to listen on', '127.0.0.1')
     .option('--port <port>', 'TCP port (4318: the OTLP/HTTP default; 0: any free port)', '4318')
-    .option('--token <token>', 'bearer token every route requires, at least 16 characters (env CONTINUITY_INGEST_TOKEN)')
+    .option('--token <token>', 'bearer token every route but /healthz and /readyz requires, at least 16 characters (env CONTINUITY_INGEST_TOKEN)')
     .action(async (flags: ServeFlags, cmd: Command) => {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
       const port = portFlag(flags.port);

@@ -4,7 +4,9 @@ import { ContinuityError, isContinuityError, type ErrorCode } from '../../core/e
 import {
   assertMediaType,
   codedRequestError,
+  bearerChallenge,
   createBearerCheck,
+  unauthorized,
   decodeUtf8Body,
   parseJsonBody,
   REQUEST_CONTENT_CODINGS,
@@ -190,7 +192,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   });
 
   const authorize = async (req: FastifyRequest): Promise<void> => {
-    if (bearerOk && !bearerOk(req.headers.authorization)) throw new ContinuityError('CONT_ERR_UNAUTHORIZED');
+    if (bearerOk && !bearerOk(req.headers.authorization)) throw unauthorized(req.headers.authorization);
   };
 
   // After authorize, so a caller without the token learns nothing about the route.
@@ -347,7 +349,7 @@ function byIndex(a: readonly RejectedRecord[], b: readonly RejectedRecord[]): Re
 
 function sendError(reply: FastifyReply, err: ContinuityError): FastifyReply {
   if (err.httpStatus === 503) reply.header('retry-after', '5');
-  if (err.code === 'CONT_ERR_UNAUTHORIZED') reply.header('www-authenticate', 'Bearer realm="continuity-ingest"');
+  if (err.code === 'CONT_ERR_UNAUTHORIZED') reply.header('www-authenticate', bearerChallenge('continuity-ingest', err));
   return reply.status(err.httpStatus).send(err.toJSON());
 }
 
