@@ -356,6 +356,38 @@ export function bindParams(name: string, params: Record<string, unknown>): Recor
 }
 
 /**
+ * The parameters of a report over every named query (`continuity report`, `GET
+ * /api/report`), parsed once, up front, as each query will parse its own: a bad one
+ * is then the report's error, not that of whichever query bound it first
+ * (`restarts: t_from …`, found by a newcomer pass).
+ * @param flags the CLI's flag for a parameter (`t_from` → `--from`): given, errors name
+ *   the flags and are CONT_ERR_CONFIG; without, they name the parameters and are
+ *   CONT_ERR_QUERY_PARAM.
+ * @returns the parameters as given (each query applies its own defaults)
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM (or CONT_ERR_CONFIG) listing each problem.
+ */
+export function checkReportParams(params: Record<string, unknown>, flags?: Readonly<Record<string, string>>): Record<string, unknown> {
+  const types: Record<string, string> = {};
+  let schema = z.object({});
+  for (const q of Object.values(NAMED_QUERIES)) {
+    Object.assign(types, q.paramTypes);
+    schema = schema.extend(q.params.shape);
+  }
+  const unknown = Object.keys(params).filter((k) => !Object.hasOwn(types, k));
+  const name = (k: string): string => flags?.[k] ?? k;
+  try {
+    if (unknown.length > 0) throw new ContinuityError('CONT_ERR_QUERY_PARAM', `the report takes no parameter ${unknown.join(', ')}; it takes ${Object.keys(types).join(', ')}`);
+    parseParams('the report', schema, types, params);
+  } catch (err) {
+    if (!(err instanceof ContinuityError) || err.code !== 'CONT_ERR_QUERY_PARAM' || !flags) throw err;
+    // the parameters' names in the message become the flags the user typed
+    const detail = (err.detail ?? '').replace(/^the report: /, '').replace(new RegExp(`\\b(${Object.keys(flags).join('|')})\\b`, 'g'), (k) => name(k));
+    throw new ContinuityError('CONT_ERR_CONFIG', detail, { cause: err, details: err.details });
+  }
+  return params;
+}
+
+/**
  * `params` parsed by `schema` (types per `paramTypes`), defaults applied; `label` names
  * the query in errors.
  * @throws ContinuityError CONT_ERR_QUERY_PARAM listing each problem.

@@ -1,4 +1,4 @@
-import { checkMcpPaths, runQuery, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, checkReportParams, runQuery, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 
 /** Lines read by the import(s) the report covers. */
@@ -91,6 +91,8 @@ function tally(rows: Array<Record<string, unknown>>, key: string, value: string)
  * @throws ContinuityError from the store or for bad parameters.
  */
 export async function buildContinuityReport(store: Store, params: ReportParams = {}, lines?: LineCounts): Promise<ContinuityReport> {
+  // a bad parameter is the report's error, named as given (not by the query that bound it first)
+  checkReportParams(params);
   const windowParams = { ...params };
   const common = Object.fromEntries(Object.entries(params).filter(([k]) => ['t_from', 't_to', 'service', 'environment', 'mcp_paths'].includes(k)));
   const [restarts, proxyErrors, refused, pairs, continuity, auth, settlements, mcpPaths] = await Promise.all([

@@ -326,13 +326,21 @@ describe('bad flags and closed pipes', () => {
       [['sql', 'SELECT 1', '--max-rows', '-5'], '--max-rows'],
       [['sql', 'SELECT 1', '--timeout', 'abc'], '--timeout'],
       [['query', 'restarts', '-f', 'arrow'], '--format'],
+      // the report's flags by their own names, not the parameters of the query that bound them first
+      [['report', '--from', 'yesterday'], '--from: a time from 1900 to 2200'],
+      [['report', '--from', '2026-11-30', '--to', '2026-11-29'], '--from (2026-11-30 00:00:00.000000) must be before --to (2026-11-29 00:00:00.000000)'],
+      [['report', '--window', 'abc'], '--window: '],
+      [['analyze', `${CAPTURES}caddy-sdk-restart/caddy-access.log`, '--to', 'soon'], '--to: a time'],
     ] as const) {
       const r = await continuity([...args], dir);
       expect(r.code, args.join(' ')).not.toBe(0);
       expect(r.stderr, args.join(' ')).toContain('CONT_ERR_CONFIG');
       expect(r.stderr, args.join(' ')).toContain(flag);
       expect(r.stderr, args.join(' ')).not.toMatch(/unexpected|\n\s+at /);
+      expect(r.stderr, args.join(' ')).not.toMatch(/restarts:|t_from|t_to|window_s|continuity query/);
     }
+    // analyze checked its flags before importing anything
+    expect((await continuity(['sql', 'SELECT count() AS n FROM events', '-f', 'json'], dir)).stdout.trim()).toBe('{"n":0}');
   });
 
   it('a ClickHouse server that cannot be reached is one coded error, without the client library\'s warnings and stack trace', async () => {

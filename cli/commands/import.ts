@@ -145,10 +145,12 @@ export function registerAnalyze(program: Command): void {
       .option('-e, --errors <error.log>', 'a Caddy error log, for upstream errors (repeatable)', collect),
   ).action(async (files: string[], flags: ImportFlags & ReportFlags, cmd: Command) => {
     const config = configFrom(cmd.optsWithGlobals());
+    // the report's flags checked before anything is imported
+    const params = reportParams(flags, config);
     const report = await withStore(config, async (store) => {
       const imported = await runImport(store, config, files, flags);
       const l = imported.lines;
-      return buildContinuityReport(store, reportParams(flags, config), { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped, scope: 'import' });
+      return buildContinuityReport(store, params, { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped, scope: 'import' });
     });
     process.stdout.write(flags.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));
   });

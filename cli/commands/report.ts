@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { Config } from '../../core/index.ts';
-import { withQueryDefaults } from '../../queries/index.ts';
+import { checkReportParams, withQueryDefaults } from '../../queries/index.ts';
 import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
 import { configFrom, withStore } from '../context.ts';
 
@@ -14,9 +14,13 @@ export interface ReportFlags {
   json?: boolean;
 }
 
+/** The report's flag for each query parameter it sets. */
+const REPORT_FLAGS: Readonly<Record<string, string>> = { t_from: '--from', t_to: '--to', service: '--service', environment: '--environment', window_s: '--window' };
+
 /**
  * Converts report flags to named-query parameters, over the deployment's defaults
  * (CONTINUITY_MCP_PATHS, CONTINUITY_REMINT_WINDOW_S) from `config`.
+ * @throws ContinuityError CONT_ERR_CONFIG naming the flag for a bad value.
  */
 export function reportParams(flags: ReportFlags, config: Pick<Config, 'mcpPaths' | 'remintWindowS'>): Record<string, unknown> {
   const p: Record<string, unknown> = {};
@@ -25,6 +29,8 @@ export function reportParams(flags: ReportFlags, config: Pick<Config, 'mcpPaths'
   if (flags.service) p.service = flags.service;
   if (flags.environment) p.environment = flags.environment;
   if (flags.window) p.window_s = flags.window;
+  // checked here, so that an error names the flags typed, not the queries' parameters
+  checkReportParams(p, REPORT_FLAGS);
   return withQueryDefaults(undefined, p, config);
 }
 
