@@ -27,3 +27,14 @@ export function ensureDir(path: string): void {
   ensureDir(parent);
   mkdirSync(target); // once: a second ENOENT under an existing parent is final
 }
+
+/**
+ * A Node file-system error in words: its message, which already starts with its code
+ * (`ENOENT: no such file or directory, open '…'`), with the code put in front only
+ * where the message lacks it (the message alone repeated it: "ENOENT ENOENT: …").
+ * @param e the error's `code` and `message`; `fallback` stands in for a missing message.
+ */
+export function errnoText(e: { code?: string; message?: string }, fallback?: unknown): string {
+  const message = e.message ?? String(fallback);
+  return e.code && !message.startsWith(`${e.code}:`) && !message.startsWith(`${e.code} `) ? `${e.code}: ${message}` : message;
+}

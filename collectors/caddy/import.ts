@@ -7,6 +7,7 @@ import { contentToken, createBatchWriter, createStoreSink, type BatchWriter } fr
 import type { Store } from '../../store/index.ts';
 import { CaddyConverter, type FileCounters, type RejectReason } from './convert.ts';
 import { DEFAULT_MAX_LINE_BYTES, readLines, type ReadProgress } from './line-reader.ts';
+import { errnoText } from '../../core/fs.ts';
 
 /** Options of {@link importCaddyLogs} and {@link convertCaddyLogs}. */
 export interface CaddyImportOptions {
@@ -163,7 +164,7 @@ async function checkInputs(paths: string[]): Promise<void> {
       if ((await stat(path)).isDirectory()) throw Object.assign(new Error('is a directory'), { code: 'EISDIR' });
     } catch (err) {
       const e = err as NodeJS.ErrnoException;
-      throw new ContinuityError('CONT_ERR_INPUT_UNREADABLE', `${path}: ${e.code ?? ''} ${e.message}`.trim(), { cause: err, details: { path, errno: e.code } });
+      throw new ContinuityError('CONT_ERR_INPUT_UNREADABLE', `${path}: ${errnoText(e)}`, { cause: err, details: { path, errno: e.code } });
     }
   }
 }

@@ -4,6 +4,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { Readable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import { ContinuityError } from '../../core/index.ts';
+import { errnoText } from '../../core/fs.ts';
 
 /** 1 MiB: the default longest line kept (Caddy lines are ~1 KiB; headers are bounded by the proxy). */
 export const DEFAULT_MAX_LINE_BYTES = 1 << 20;
@@ -280,7 +281,7 @@ async function openRaw(path: string, options: ReadLinesOptions): Promise<RawInpu
 
 function unreadable(path: string, err: unknown): ContinuityError {
   const e = err as NodeJS.ErrnoException;
-  return new ContinuityError('CONT_ERR_INPUT_UNREADABLE', `${path}: ${e.code ?? ''} ${e.message ?? String(err)}`.trim(), {
+  return new ContinuityError('CONT_ERR_INPUT_UNREADABLE', `${path}: ${errnoText(e, err)}`, {
     cause: err,
     details: { path, errno: e.code },
   });

@@ -23,7 +23,7 @@ import type { KafkaConfig } from '../../core/config.ts';
 import { retry } from '../../core/retry.ts';
 import { readRetention, type Retention, type Store } from '../../store/index.ts';
 import { createKafka, ensureTopics, kafkaUnavailable, type KafkaLogLevel } from '../transport/kafka.ts';
-import { stablePartitioner } from '../transport/kafka-producer.ts';
+import { refusedAsData, stablePartitioner } from '../transport/kafka-producer.ts';
 import {
   deadLetterTopicUnavailable,
   runBatch,
@@ -128,6 +128,8 @@ export type ConsumerEvent =
   | { type: 'written'; partition: number; first: string; last: string }
   | { type: 'batch'; partition: number; first: string; last: string; rows: number; messages: number; replay: boolean; deadLetters: number; dropped: number; retries: number }
   | { type: 'paused'; error: string }
+  /** The dead-letter topic refused a letter as data: `omitted` its copy went without the value, `skipped` not even that went (the table keeps it whole). */
+  | { type: 'dead_letter_refused'; origin: string; refusal: string; outcome: 'omitted' | 'skipped' }
   | { type: 'resumed'; pausedMs: number }
   | { type: 'crash'; error: string; restart: boolean }
   | { type: 'fatal'; error: string };
@@ -149,6 +151,12 @@ export interface ConsumerMetrics {
   rows: number;
   messages: number;
   deadLetters: Partial<Record<DeadLetterReason, number>>;
+  /**
+   * Dead letters the dead-letter topic refused as data (too large with the dead-letter
+   * headers, or invalid there): sent without their value, or not sent at all; the
+   * dead_letters table keeps each with its payload.
+   */
+  deadLettersRefusedByTopic: number;
   drops: Partial<Record<DropReason, number>>;
   /** Batches cut at a recorded intent (a write that may have happened before is repeated, and deduplicated). */
   replays: number;
@@ -255,6 +263,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     rows: 0,
     messages: 0,
     deadLetters: {},
+    deadLettersRefusedByTopic: 0,
     drops: {},
     replays: 0,
     writeRetries: 0,
@@ -282,26 +291,69 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   let idleWaiters: Array<() => void> = [];
   let restartTimer: NodeJS.Timeout | undefined;
 
-  const publishDeadLetters = async (range: MessageRange, letters: readonly DeadLetter[]): Promise<void> => {
+  const newDlqProducer = (): Producer =>
+    kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: stablePartitioner, retry: { retries: 5, initialRetryTime: 250, maxRetryTime: 4000 } });
+  /**
+   * A new producer after a refused send: kafkajs rolls the idempotent producer's
+   * sequence numbers back when it gives up, while the broker may have stored another
+   * partition's batch (the gateway's sink does the same, transport/kafka-producer.ts).
+   */
+  const replaceDlqProducer = async (): Promise<void> => {
+    const old = dlqProducer;
+    const fresh = newDlqProducer();
+    await fresh.connect();
+    dlqProducer = fresh;
+    await old?.disconnect().catch(() => undefined);
+  };
+  const dlqMessage = (range: MessageRange, l: DeadLetter, omitted?: string) => {
+    const origin = `${range.topic}:${range.partition}:${l.message.offset}`;
+    const bytes = l.message.value?.length ?? 0;
+    return {
+      key: l.message.key,
+      value: omitted === undefined ? l.message.value : `value omitted: the dead-letter topic refused the record with its ${bytes} bytes (${omitted}); the dead_letters table keeps it (origin ${origin})`,
+      timestamp: String(l.message.timestampMs),
+      headers: {
+        ...(l.message.headers as Record<string, string | Buffer>),
+        'continuity.dlq.reason': l.reason,
+        'continuity.dlq.detail': l.detail.slice(0, 1000),
+        'continuity.dlq.origin': origin,
+        ...(omitted === undefined ? {} : { 'continuity.dlq.value-omitted': omitted }),
+      },
+    };
+  };
+  const sendDeadLetters = async (messages: ReturnType<typeof dlqMessage>[]): Promise<string | undefined> => {
     try {
-      await dlqProducer!.send({
-        topic: cfg.dlqTopic,
-        acks: -1,
-        compression: CompressionTypes.GZIP,
-        messages: letters.map((l) => ({
-          key: l.message.key,
-          value: l.message.value,
-          timestamp: String(l.message.timestampMs),
-          headers: {
-            ...(l.message.headers as Record<string, string | Buffer>),
-            'continuity.dlq.reason': l.reason,
-            'continuity.dlq.detail': l.detail.slice(0, 1000),
-            'continuity.dlq.origin': `${range.topic}:${range.partition}:${l.message.offset}`,
-          },
-        })),
-      });
+      await dlqProducer!.send({ topic: cfg.dlqTopic, acks: -1, compression: CompressionTypes.GZIP, messages });
+      return undefined;
     } catch (err) {
-      throw deadLetterTopicUnavailable(cfg.dlqTopic, err);
+      const refusal = refusedAsData(err);
+      if (refusal === undefined) throw deadLetterTopicUnavailable(cfg.dlqTopic, err);
+      await replaceDlqProducer().catch((e: unknown) => {
+        throw deadLetterTopicUnavailable(cfg.dlqTopic, e);
+      });
+      return refusal;
+    }
+  };
+  /**
+   * Publishes dead letters to the dead-letter topic, the originals with their headers.
+   * A letter the topic refuses as data (its copy with the dead-letter headers is over
+   * the topic's max.message.bytes, or the topic finds it invalid) goes without its
+   * value, headed `continuity.dlq.value-omitted`, and if even that is refused, not at
+   * all: the dead_letters table keeps every letter with its payload, so retrying a
+   * record the broker will never take would only stop the consumer (a break-it pass
+   * found one 1 MiB record pausing every partition for good). Copies of letters sent
+   * before a refused batch may reach the topic twice (it is at-least-once already).
+   * @throws ContinuityError CONT_ERR_KAFKA_UNAVAILABLE (retriable) for any other failure.
+   */
+  const publishDeadLetters = async (range: MessageRange, letters: readonly DeadLetter[]): Promise<void> => {
+    if ((await sendDeadLetters(letters.map((l) => dlqMessage(range, l)))) === undefined) return;
+    // refused as data: one at a time, to find the letters the topic will not take
+    for (const l of letters) {
+      const refusal = await sendDeadLetters([dlqMessage(range, l)]);
+      if (refusal === undefined) continue;
+      const again = await sendDeadLetters([dlqMessage(range, l, refusal)]);
+      metrics.deadLettersRefusedByTopic++;
+      emit({ type: 'dead_letter_refused', origin: `${range.topic}:${range.partition}:${l.message.offset}`, refusal: again ?? refusal, outcome: again === undefined ? 'omitted' : 'skipped' });
     }
   };
 
@@ -618,7 +670,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
         admin = kafka.admin();
         await admin.connect();
         await ensureTopics(admin, cfg);
-        dlqProducer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: stablePartitioner, retry: { retries: 5, initialRetryTime: 250, maxRetryTime: 4000 } });
+        dlqProducer = newDlqProducer();
         await dlqProducer.connect();
         await runConsumer();
       } catch (err) {

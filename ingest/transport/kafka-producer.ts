@@ -117,8 +117,13 @@ export function recordBytesPerBatch(maxBatchBytes: number): number {
 const REFUSED_AS_DATA: ReadonlySet<string> = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE', 'INVALID_RECORD', 'CORRUPT_MESSAGE']);
 const REFUSED_AS_TOO_LARGE: ReadonlySet<string> = new Set(['MESSAGE_TOO_LARGE', 'RECORD_LIST_TOO_LARGE']);
 
-/** The Kafka error type of a refusal as data, on the error or its causes (kafkajs wraps an error it gave up retrying). */
-function refusedAsData(err: unknown): string | undefined {
+/**
+ * The Kafka error type of a refusal as data (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE,
+ * INVALID_RECORD, CORRUPT_MESSAGE: Kafka protocol error codes 10, 18, 87, 2), on the
+ * error or its causes (kafkajs wraps an error it gave up retrying); undefined for any
+ * other failure.
+ */
+export function refusedAsData(err: unknown): string | undefined {
   for (let e = err, depth = 0; e && typeof e === 'object' && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
     const type = (e as { type?: unknown }).type;
     if (typeof type === 'string' && REFUSED_AS_DATA.has(type)) return type;

@@ -3,12 +3,13 @@
 // retention, oversized, invalid UTF-8, empty) among valid events. Each lands in the
 // dead-letter topic AND the dead_letters table with its reason and its original payload;
 // every valid event is stored once.
+import { randomBytes } from 'node:crypto';
 import { rmSync } from 'node:fs';
 import { Partitioners, type Admin, type Message, type Producer } from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createKafka, createKafkaConsumer, type KafkaConsumer } from '../../ingest/index.ts';
 import { openMigratedStore, type Store } from '../../store/index.ts';
-import { ensureKafka, uniqueTopicName } from '../services/kafka.ts';
+import { createTopicsAndWait, ensureKafka, uniqueTopicName } from '../services/kafka.ts';
 import { connectAdmin, countEvents, kafkaEnv, makeEvents, tempDir, testConfig, waitFor, waitForCaughtUp } from './support.ts';
 
 const VALID = 6000;
@@ -153,5 +154,95 @@ describe('poison records', () => {
       else expect(hit?.value?.equals(original)).toBe(true);
       expect(hit?.origin).toMatch(new RegExp(`^${topic}:\\d+:\\d+$`));
     }
+  }, 240_000);
+});
+
+describe('a dead letter the dead-letter topic refuses', () => {
+  const topic = uniqueTopicName('fault-dlq-refuses');
+  const dlqTopic = `${topic}.dlq`;
+  const dataDir = tempDir('fault-dlq-refuses');
+  const DLQ_MAX_BYTES = 16_384;
+  let admin: Admin;
+  let store: Store;
+  let producer: Producer;
+  let consumer: KafkaConsumer;
+  let dlqReader: ReturnType<ReturnType<typeof createKafka>['consumer']> | undefined;
+  let kafka: NonNullable<ReturnType<typeof testConfig>['kafka']>;
+  const refusals: Array<{ origin: string; refusal: string; outcome: string }> = [];
+
+  beforeAll(async () => {
+    const { brokers } = await ensureKafka();
+    const config = testConfig(kafkaEnv(brokers, topic, { KAFKA_MAX_MESSAGE_BYTES: String(MAX_MESSAGE_BYTES) }), dataDir);
+    kafka = config.kafka!;
+    admin = await connectAdmin(brokers);
+    // the dead-letter topic exists already, with a smaller max.message.bytes than the topic's
+    await createTopicsAndWait(admin, [{ topic: dlqTopic, numPartitions: 1, configEntries: [{ name: 'max.message.bytes', value: String(DLQ_MAX_BYTES) }] }]);
+    store = await openMigratedStore(config);
+    consumer = createKafkaConsumer({
+      kafka,
+      store,
+      sessionTimeoutMs: 10_000,
+      maxBatchRows: 1000,
+      onEvent: (e) => void (e.type === 'dead_letter_refused' && refusals.push(e)),
+    });
+    await consumer.start();
+    producer = createKafka(kafka, { clientId: 'fault-dlq-refuses' }).producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+    await producer.connect();
+  }, 600_000);
+
+  afterAll(async () => {
+    await dlqReader?.disconnect().catch(() => undefined);
+    await consumer?.shutdown();
+    await producer?.disconnect().catch(() => undefined);
+    await store?.close();
+    if (admin) {
+      await admin.deleteGroups([`${topic}-dlq-reader`]).catch(() => undefined);
+      await admin.deleteTopics({ topics: [topic, dlqTopic] }).catch(() => undefined);
+      await admin.disconnect();
+    }
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('sends it without its value, keeps it whole in the table, and goes on: the events after it are stored', async () => {
+    // not UTF-8 and incompressible: under the topic's limit, over the dead-letter topic's
+    const big = randomBytes(40_000);
+    big[0] = 0xff;
+    const small = Buffer.from([0x7b, 0xc3, 0x28, 0x7d]);
+    const valid = makeEvents(300, topic).map((e): Message => ({ key: 'one-partition', value: JSON.stringify(e) }));
+    // one key: one partition, so every valid event after the refused letter waits for it
+    await producer.send({ topic, acks: -1, messages: [valid[0]!, { key: 'one-partition', value: big }, { key: 'one-partition', value: small }, ...valid.slice(1)] });
+    await waitForCaughtUp(admin, `${topic}-writer`, topic, valid.length + 2, 120_000);
+    expect(await countEvents(store, topic)).toEqual({ rows: valid.length, unique: valid.length, final: valid.length });
+    expect(consumer.metrics.paused).toBe(false);
+    expect(consumer.metrics.deadLettersRefusedByTopic).toBe(1);
+    expect(refusals).toEqual([{ type: 'dead_letter_refused', origin: expect.stringMatching(new RegExp(`^${topic}:\\d+:1$`)), refusal: 'MESSAGE_TOO_LARGE', outcome: 'omitted' }]);
+    // the table keeps both letters with their payloads
+    const rows = await store.query<{ position: number; reason: string; payload: string; payload_bytes: number }>(
+      `SELECT position, reason, payload, payload_bytes FROM dead_letters WHERE source = 'kafka' AND startsWith(origin, {p:String}) ORDER BY position`,
+      { p: `${topic}:` },
+    );
+    expect(rows.map((r) => [Number(r.position), r.reason, Number(r.payload_bytes)])).toEqual([
+      [1, 'not_utf8', big.length],
+      [2, 'not_utf8', small.length],
+    ]);
+    expect(rows[0]!.payload).toBe(big.toString('base64'));
+    // the topic: the small one as it was, the big one without its value
+    dlqReader = createKafka(kafka, { clientId: 'fault-dlq-refuses-reader' }).consumer({ groupId: `${topic}-dlq-reader`, maxWaitTimeInMs: 200 });
+    const got: Array<{ origin: string; omitted: string; value: Buffer | null }> = [];
+    await dlqReader.connect();
+    await dlqReader.subscribe({ topic: dlqTopic, fromBeginning: true });
+    await dlqReader.run({
+      eachMessage: async ({ message }) =>
+        void got.push({
+          origin: String(message.headers?.['continuity.dlq.origin'] ?? ''),
+          omitted: String(message.headers?.['continuity.dlq.value-omitted'] ?? ''),
+          value: message.value,
+        }),
+    });
+    await waitFor('the dead-letter topic', () => (got.length >= 2 ? true : undefined), 60_000);
+    const bigCopy = got.find((g) => g.origin.endsWith(':1'));
+    expect(bigCopy?.omitted).toBe('MESSAGE_TOO_LARGE');
+    expect(bigCopy?.value?.toString()).toMatch(/^value omitted: the dead-letter topic refused the record with its 40000 bytes \(MESSAGE_TOO_LARGE\); the dead_letters table keeps it/);
+    expect(got.find((g) => g.origin.endsWith(':2'))?.value?.equals(small)).toBe(true);
   }, 240_000);
 });
