@@ -48,9 +48,14 @@ export const ConfigSchema = z.object({
     .optional(),
   hashKeyHex: z
     .string()
-    .regex(/^[0-9a-fA-F]{32,}$/, 'at least 32 hex characters')
+    .regex(/^(?:[0-9a-fA-F]{2}){16,}$/, 'an even number of hex characters, at least 32 (16 bytes: an odd last digit would be dropped silently)')
     .optional(),
-  retentionDays: z.coerce.number().int().min(0).max(36_500).optional(),
+  // decimal digits only: z.coerce took 0x10 as 16 and 1e1 as 10 (found by a break-it pass),
+  // and a retention read wrong drops events
+  retentionDays: z
+    .union([z.number(), z.string().regex(/^\d{1,6}$/, 'whole days as decimal digits').transform(Number)])
+    .pipe(z.number().int().min(0).max(36_500))
+    .optional(),
   mcpPaths: z.array(z.string().startsWith('/')).default([]),
   remintWindowS: z.coerce.number().positive().max(86_400).default(10),
   ingestToken: z.string().min(16, 'at least 16 characters').max(512).optional(),

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -41,6 +41,16 @@ describe('loadConfig', () => {
     expect((err as Error).message).toMatch(/CONTINUITY_RETENTION_DAYS/);
     expect((err as Error).message).toMatch(/CLICKHOUSE_\*/);
     expect((err as Error).message).toMatch(/CONTINUITY_HASH_KEY/);
+  });
+  it('takes the retention in decimal days and the key in whole bytes only', () => {
+    for (const days of ['0x10', '1e1', ' 7', '7.0', '-1']) {
+      expect(() => loadConfig({ CONTINUITY_RETENTION_DAYS: days }), days).toThrow(expect.objectContaining({ code: 'CONT_ERR_CONFIG', message: expect.stringMatching(/CONTINUITY_RETENTION_DAYS/) }));
+    }
+    expect(loadConfig({ CONTINUITY_RETENTION_DAYS: '0' }).retentionDays).toBe(0);
+    expect(loadConfig({ CONTINUITY_RETENTION_DAYS: '30' }).retentionDays).toBe(30);
+    // 33 hex digits: the last would be dropped, hashing like the 32-digit prefix
+    expect(() => loadConfig({ CONTINUITY_HASH_KEY: 'a'.repeat(33) })).toThrow(expect.objectContaining({ message: expect.stringMatching(/CONTINUITY_HASH_KEY.*even number of hex characters/) }));
+    expect(loadConfig({ CONTINUITY_HASH_KEY: 'a'.repeat(34) }).hashKeyHex).toBe('a'.repeat(34));
   });
 });
 
@@ -87,6 +97,12 @@ describe('loadOrCreateKeyFile', () => {
     expect(first).toHaveLength(32);
     expect(loadOrCreateKeyFile(path).equals(first)).toBe(true);
     expect(readdirSync(join(dir, 'a'))).toEqual(['hash.key']);
+  });
+
+  it('refuses a key file it cannot read (a directory) with CONT_ERR_CONFIG naming it', () => {
+    const path = join(dir, 'dir.key');
+    mkdirSync(path);
+    expect(() => loadOrCreateKeyFile(path)).toThrow(expect.objectContaining({ code: 'CONT_ERR_CONFIG', message: expect.stringContaining(`${path} cannot be read as the deployment key (EISDIR: `) }));
   });
 
   it('refuses an empty, non-hex or short key file with CONT_ERR_CONFIG instead of hashing with it', () => {

@@ -2,7 +2,7 @@ import { createHmac, randomBytes } from 'node:crypto';
 import { linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ContinuityError } from './errors.ts';
-import { ensureDir } from './fs.ts';
+import { ensureDir, errnoText } from './fs.ts';
 
 /**
  * Keyed hashing of raw identifiers (session ids, principals) before they leave
@@ -45,15 +45,22 @@ export function createKeyedHasher(key: Buffer, cacheSize = 65_536): KeyedHasher 
  * agree without any set-up. The file appears whole or not at all (written to a
  * temporary name, then linked into place), so a second process starting at the same
  * moment never reads it half-written, and uses the first one's key.
- * @throws ContinuityError CONT_ERR_CONFIG when the file holds anything but at least
- *   16 bytes of hex (an edited or damaged key would silently change every hash).
+ * @throws ContinuityError CONT_ERR_CONFIG when the file cannot be read (a directory,
+ *   no permission) or holds anything but at least 16 bytes of hex (an edited or damaged key would silently change every hash).
  */
 export function loadOrCreateKeyFile(path: string): Buffer {
   let text: string;
   try {
     text = readFileSync(path, 'utf8').trim();
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code !== 'ENOENT') {
+      // a directory, an unreadable file: a coded error, not a stack trace (found by a break-it pass)
+      throw new ContinuityError('CONT_ERR_CONFIG', `${path} cannot be read as the deployment key (${errnoText(err as NodeJS.ErrnoException)}); make it the key file it was, or set CONTINUITY_HASH_KEY`, {
+        cause: err,
+        details: { path, errno: code },
+      });
+    }
     ensureDir(dirname(path));
     const key = randomBytes(32);
     const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
