@@ -147,7 +147,7 @@ describe('POST /api/sql', () => {
     const bad = await sql({ sql: 'SELEC 1' });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().code).toBe('CONT_ERR_STORE_QUERY');
-    for (const body of [{}, { sql: 'SELECT 1', format: 'xml' }, { sql: 'SELECT 1', max_rows: 0 }, { sql: 'SELECT 1', extra: true }]) {
+    for (const body of [{}, { sql: 'SELECT 1', format: 'xml' }, { sql: 'SELECT 1', max_rows: 0 }, { sql: 'SELECT 1', timeout_s: 0.5 }, { sql: 'SELECT 1', timeout_s: 601 }, { sql: 'SELECT 1', extra: true }]) {
       const res = await sql(body);
       expect(res.statusCode, JSON.stringify(body)).toBe(400);
       expect(res.json().code).toBe('CONT_ERR_BAD_REQUEST');

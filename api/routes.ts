@@ -35,7 +35,7 @@ const SqlBody = z
     sql: z.string().min(1).max(100_000),
     format: z.enum(Object.keys(SQL_FORMATS) as [keyof typeof SQL_FORMATS, ...Array<keyof typeof SQL_FORMATS>]).default('json'),
     max_rows: z.number().int().min(1).max(1_000_000).default(10_000),
-    timeout_s: z.number().min(1).max(600).default(30),
+    timeout_s: z.number().int().min(1).max(600).default(30),
   })
   .strict();
 

@@ -327,6 +327,8 @@ describe('bad flags and closed pipes', () => {
       [['sql', 'SELECT 1', '--max-rows', 'abc'], '--max-rows'],
       [['sql', 'SELECT 1', '--max-rows', '-5'], '--max-rows'],
       [['sql', 'SELECT 1', '--timeout', 'abc'], '--timeout'],
+      [['sql', 'SELECT 1', '--timeout', '0.5'], '--timeout takes a positive whole number'],
+      [['sql', 'SELECT 1', '--timeout', '700'], '--timeout takes at most 600 seconds'],
       [['query', 'restarts', '-f', 'arrow'], '--format'],
       // the report's flags by their own names, not the parameters of the query that bound them first
       [['report', '--from', 'yesterday'], '--from: a time from 1900 to 2200'],

@@ -2,6 +2,9 @@ import type { Command } from 'commander';
 import { ContinuityError } from '../../core/errors.ts';
 import { configFrom, positiveFlag, withStore } from '../context.ts';
 
+/** The longest an ad hoc statement may run, s (as `timeout_s` of POST /api/sql). */
+const MAX_TIMEOUT_S = 600;
+
 const FORMATS: Record<string, string> = {
   table: 'PrettyCompactMonoBlock',
   json: 'JSONEachRow',
@@ -22,12 +25,14 @@ export function registerSql(program: Command): void {
     .argument('<statement>', 'one SELECT (WITH, subqueries and UNION are fine; no SETTINGS clause); for tables and columns query system.tables and system.columns')
     .option('-f, --format <format>', 'table | json | csv | arrow (Arrow IPC stream)', 'table')
     .option('--max-rows <n>', 'stop after this many rows', '10000')
-    .option('--timeout <seconds>', 'maximum execution time', '30')
+    .option('--timeout <seconds>', `maximum execution time, whole seconds, at most ${MAX_TIMEOUT_S}`, '30')
     .action(async (statement: string, opts: { format: string; maxRows: string; timeout: string }, cmd: Command) => {
       const format = Object.hasOwn(FORMATS, opts.format) ? FORMATS[opts.format] : undefined;
       if (!format) throw new ContinuityError('CONT_ERR_CONFIG', `--format must be one of ${Object.keys(FORMATS).join(', ')} (got ${JSON.stringify(opts.format)})`);
       const maxRows = positiveFlag('--max-rows', opts.maxRows, true);
-      const maxExecutionS = positiveFlag('--timeout', opts.timeout, false);
+      // whole seconds, 1 to 600, as POST /api/sql takes them (0.5 ran as 1 s, 700 was taken)
+      const maxExecutionS = positiveFlag('--timeout', opts.timeout, true);
+      if (maxExecutionS > MAX_TIMEOUT_S) throw new ContinuityError('CONT_ERR_CONFIG', `--timeout takes at most ${MAX_TIMEOUT_S} seconds (got ${JSON.stringify(opts.timeout)})`);
       const config = configFrom(cmd.optsWithGlobals());
       let limited = false;
       const out = await withStore(config, (store) => store.readOnly(statement, { format, maxRows, maxExecutionS, onResult: (r) => (limited = r.limited) }));
