@@ -61,6 +61,13 @@ export function registerServe(program: Command): void {
         throw listenError(err, flags.host, port);
       }
       process.stdout.write(describe(endpoints, store.location, store.mode, config.ingestToken !== undefined));
+      // serve never goes through Kafka: say so rather than let KAFKA_BROKERS look obeyed (found by a newcomer pass)
+      if (config.kafka) {
+        process.stderr.write(
+          'note: KAFKA_BROKERS is set, but serve writes what it accepts straight to its store, not through Kafka; ' +
+            'for the Kafka path run `continuity gateway` and `continuity consumer` (docs/ingest-kafka.md)\n',
+        );
+      }
       // closed days merged into one part each, every 15 minutes (store/compact.ts)
       const compaction = startCompaction(store, {
         onPass: ({ merged, error }) => {
