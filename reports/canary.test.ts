@@ -391,6 +391,12 @@ describe('cannot evaluate (exit code 2)', () => {
     expect(last.notes.some((n) => n.startsWith('The service restarted again'))).toBe(false);
   });
 
+  it('a service the store has no events of is named, with the services it has', async () => {
+    const r = await canary('nosuch');
+    expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2 });
+    expect(r.reason).toMatch(/^the store at .* holds no events for service "nosuch"; its services: .*"roll"/);
+  });
+
   it('a deploy window without a single request', async () => {
     const r = await canary('quiet');
     expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: { boot_id: 'boot-quiet-7200' } });

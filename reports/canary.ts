@@ -523,6 +523,14 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     if (restarts.length === 0) {
       const forService = scope.service ? ` for service ${JSON.stringify(scope.service)}` : '';
       const paths = await checkPaths(common, `in the store${forService}`);
+      if (scope.service) {
+        // a mistyped --service: name the services there are (found by a newcomer pass)
+        const services = (await store.query<{ service: string }>('SELECT DISTINCT service FROM events ORDER BY service LIMIT 21')).map((r) => r.service);
+        if (!services.includes(scope.service)) {
+          const list = services.slice(0, 20).map((x) => (x === "" ? "(none: imported without --service)" : JSON.stringify(x))).join(', ') + (services.length > 20 ? ', …' : '');
+          return cannot(`the store at ${store.location} holds no events for service ${JSON.stringify(scope.service)}${services.length ? `; its services: ${list}` : ''}`);
+        }
+      }
       // (where: a mistyped --data-dir opens a new, empty store)
       return cannot(
         `no restart found${forService} in the store at ${store.location}: no server boot follows an earlier boot, and ` +
