@@ -312,7 +312,8 @@ describe('cannot evaluate (exit code 2)', () => {
   it('an empty scope: no restart at all', async () => {
     const r = await canary('nothing');
     expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: null, gates: [], bounds: [] });
-    expect(r.reason).toMatch(/no restart found for service "nothing"/);
+    // (no event of that service at all: said as such, with the services there are)
+    expect(r.reason).toMatch(/holds no events for service "nothing"; its services: /);
   });
 
   it('an unknown release names the releases that have a restart', async () => {
@@ -336,6 +337,9 @@ describe('cannot evaluate (exit code 2)', () => {
   it('a first boot is not a deploy', async () => {
     const r = await canary('pass', 'v1');
     expect(r.exit_code).toBe(2);
+    // said as such, not as an unknown deploy; the example time is the store's latest restart
+    expect(r.reason).toMatch(/^"v1" is the first boot of service "pass" \(boot_id \S+, release v1\) in the store: a service's first boot is not a deploy, .*A time \(ISO-8601, e\.g\. \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, the latest restart's\)/);
+    expect(r.reason).not.toMatch(/unknown deploy/);
   });
 
   it('the boot before was still serving past the deploy window (overlapping instances): says so and how to widen it', async () => {

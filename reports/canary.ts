@@ -546,13 +546,26 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     // way to name a proxy-inferred restart other than the latest)
     if (!row && asTime !== undefined) row = restarts.filter((r) => at(r) <= asTime).at(-1);
     if (!row) {
+      if (asTime !== undefined) {
+        return cannot(`no restart up at or before ${isoMicros(asTime)}${restarts.length ? ` (the first is up at ${isoMicros(at(restarts[0]!))})` : ''}`);
+      }
       const releases = [...new Set(serverRows.map((r) => r.release).filter(Boolean))];
+      const example = `A time (ISO-8601, e.g. ${isoMicros(at(restarts.at(-1)!)).replace(/\.\d+Z$/, 'Z')}, the latest restart's) names the last restart up at or before it, proxy-inferred ones too`;
+      // a boot that is no restart: its service's first (found by a newcomer pass: it got the unknown deploy's words)
+      const [first] = await store.query<{ service: string; boot_id: string; release: string }>(
+        `SELECT service, toString(boot_id) AS boot_id, release FROM events
+         WHERE event_type = 'boot' AND (toString(boot_id) = {r:String} OR release = {r:String})
+           AND ({service:String} = '' OR service = {service:String})
+         ORDER BY ts LIMIT 1`,
+        { r: requested, service: scope.service },
+      );
       return cannot(
-        asTime !== undefined
-          ? `no restart up at or before ${isoMicros(asTime)}${restarts.length ? ` (the first is up at ${isoMicros(at(restarts[0]!))})` : ''}`
-          : `unknown deploy ${JSON.stringify(requested)}: no server restart has that boot_id or release` +
+        first
+          ? `${JSON.stringify(requested)} is the first boot of service ${JSON.stringify(first.service)} (boot_id ${first.boot_id}${first.release ? `, release ${first.release}` : ''}) in the store: ` +
+              `a service's first boot is not a deploy, there is no earlier boot to compare it with. ${example}`
+          : `unknown deploy ${JSON.stringify(requested)}: no boot has that boot_id or release` +
               (releases.length ? ` (releases with a restart: ${releases.join(', ')})` : ' (the store has no server restarts)') +
-              '; a service’s first boot is not a deploy: there is no earlier boot to compare it with. A time (ISO-8601, e.g. 2026-11-30T04:05:00Z) names the last restart up at or before it, proxy-inferred ones too',
+              `. ${example}`,
       );
     }
     deployRow = row;
