@@ -5,7 +5,8 @@ import { fileURLToPath } from 'node:url';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importCaddyLogs, type ImportReport } from '../collectors/index.ts';
-import { hasherForConfig, isContinuityError, type KeyedHasher } from '../core/index.ts';
+import { ContinuityError, hasherForConfig, isContinuityError, type KeyedHasher } from '../core/index.ts';
+import type { Store } from '../store/index.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 const CAPTURES = fileURLToPath(new URL('./fixtures/captures/', import.meta.url));
@@ -41,8 +42,26 @@ function edited(line: string, edit: (entry: Record<string, any>) => void): strin
   return JSON.stringify(entry);
 }
 
-async function run(name: string, path: string | string[], extra: { errors?: string[]; maxLineBytes?: number } = {}): Promise<ImportReport> {
-  return importCaddyLogs(t.store, { access: Array.isArray(path) ? path : [path], hasher, service: name, ...extra });
+async function run(
+  name: string,
+  path: string | string[],
+  extra: { errors?: string[]; maxLineBytes?: number; batchRows?: number } = {},
+  store: Store = t.store,
+): Promise<ImportReport> {
+  return importCaddyLogs(store, { access: Array.isArray(path) ? path : [path], hasher, service: name, ...extra });
+}
+
+async function storeRefusals(): Promise<number> {
+  const [row] = await t.store.query<{ n: number }>(`SELECT count() AS n FROM dead_letters WHERE source = 'store'`);
+  return Number(row?.n ?? 0);
+}
+
+async function importRun(origin: string): Promise<{ lines_parsed: number; lines_rejected: number; events_written: number }> {
+  const [row] = await t.store.query<{ lines_parsed: number; lines_rejected: number; events_written: number }>(
+    `SELECT lines_parsed, lines_rejected, events_written FROM import_runs WHERE origin = {origin:String} ORDER BY finished_at DESC LIMIT 1`,
+    { origin },
+  );
+  return { lines_parsed: Number(row?.lines_parsed), lines_rejected: Number(row?.lines_rejected), events_written: Number(row?.events_written) };
 }
 
 async function stored(service: string): Promise<number> {
@@ -156,6 +175,121 @@ describe('bad input never stops an import and never passes silently', () => {
     expect(miss.map((x) => [x.line, x.detail])).toEqual([
       [cases.length + 2, 'status: missing'],
       [cases.length + 3, 'ts: missing'],
+    ]);
+  });
+
+  it('a lone UTF-16 surrogate escape in any string field read is lone_surrogate (naming the field, by line); pairs are kept', async () => {
+    // JSON.stringify writes a lone surrogate as the escape "\ud800": what the store cannot keep.
+    const base = restartLines[2]!; // has Mcp-Session-Id in both request and response headers
+    const cases: Array<[string, string]> = [
+      [edited(base, (e) => (e.request.headers['User-Agent'] = ['node\ud800'])), 'request.headers.User-Agent'],
+      [edited(base, (e) => (e.request.headers.Origin = ['https://a.example\udfff'])), 'request.headers.Origin'],
+      [edited(base, (e) => (e.request.uri = '/mcp\udc00')), 'request.uri'],
+      [edited(base, (e) => (e.request.host = '\ud800127.0.0.1:8080')), 'request.host'],
+      [edited(base, (e) => (e.request.method = 'PO\udbffST')), 'request.method'],
+      [edited(base, (e) => (e.request.headers['Mcp-Session-Id'] = ['\ud800'])), 'request.headers.Mcp-Session-Id'],
+      [edited(base, (e) => (e.resp_headers['Mcp-Session-Id'] = ['x\ud800'])), 'resp_headers.Mcp-Session-Id'],
+      [edited(base, (e) => (e.request.headers['Mcp-Protocol-Version'] = ['2025-11-25\ud800'])), 'request.headers.Mcp-Protocol-Version'],
+      [edited(base, (e) => (e.user_id = 'alice\ud800')), 'user_id'],
+      [edited(base, (e) => (e.request.remote_ip = '127.0.0.1\ud800')), 'request.remote_ip'],
+      [edited(base, (e) => (e.logger = 'http.log.access.log0\ud800')), 'logger'],
+      [edited(authLines[0]!, (e) => (e.resp_headers['Www-Authenticate'] = ['Bearer scope="a\ud800"'])), 'resp_headers.Www-Authenticate'], // a 401
+      // Upper-case hex is the same escape.
+      [edited(base, (e) => (e.request.headers['User-Agent'] = ['node\ud800'])).replace('\\ud800', '\\uD800'), 'request.headers.User-Agent'],
+    ];
+    expect(cases.at(-1)![0]).toContain('node\\uD800');
+    // Kept: a valid pair written as escapes, an escaped backslash before "ud800" (plain text), and a surrogate in a field not read.
+    const kept = [
+      edited(base, (e) => (e.request.headers['User-Agent'] = ['node 😀'])).replace('😀', '\\ud83d\\ude00'),
+      edited(base, (e) => (e.request.headers['User-Agent'] = ['node \\ud800'])),
+      edited(base, (e) => (e.request.headers['Accept-Language'] = ['\ud800'])),
+    ];
+    expect(kept[0]).toContain('"node \\ud83d\\ude00"');
+    const lines = [GOOD[0]!, ...cases.map((c) => c[0]), ...kept, GOOD[1]!];
+    const path = file('surrogates.log', lines.join('\n') + '\n');
+    const refusalsBefore = await storeRefusals();
+    const r = await run('surrogates', path);
+    expect(r.rejects.map((x) => [x.file, x.line, x.reason])).toEqual(cases.map((_, i) => [path, i + 2, 'lone_surrogate']));
+    cases.forEach(([, field], i) => expect(r.rejects[i]!.detail.startsWith(`${field}: `), r.rejects[i]!.detail).toBe(true));
+    expect(r.rejects_by_reason).toEqual({ lone_surrogate: cases.length });
+    expect(r.lines).toMatchObject({ read: lines.length, parsed: 2 + kept.length, rejected: cases.length });
+    expect(r.proxy_access).toBe(2 + kept.length);
+    // Counts are what the store holds: nothing went to the store's own dead letters.
+    expect(await stored('surrogates')).toBe(r.lines.parsed);
+    expect(await stored('surrogates')).toBe(r.events_written);
+    expect(await storeRefusals()).toBe(refusalsBefore);
+    const dl = await deadLetters(path);
+    expect(dl.map((d) => [d.position, d.reason])).toEqual(cases.map((_, i) => [i + 2, 'lone_surrogate']));
+    expect(await importRun(path)).toEqual({ lines_parsed: r.lines.parsed, lines_rejected: cases.length, events_written: r.events_written });
+    const uas = await t.store.query<{ user_agent: string }>(`SELECT user_agent FROM events WHERE service = 'surrogates' AND user_agent LIKE 'node %' ORDER BY user_agent`);
+    expect(uas.map((u) => u.user_agent)).toEqual(['node \\ud800', 'node 😀']);
+  });
+
+  it('a lone surrogate in an error-log entry it uses is lone_surrogate too, by file and line', async () => {
+    const errorLines = readFileSync(`${CAPTURES}caddy-sdk-restart/caddy-error.log`, 'utf8').trim().split('\n');
+    // The entries the join uses: errors of the error log (with a request) and of reverse_proxy (without).
+    const used = errorLines.map((l, i) => [l, i] as const).filter(([l]) => /"logger":"http\.(log\.error|handlers\.reverse_proxy)/.test(l) && l.includes('"level":"error"'));
+    expect(used.length).toBeGreaterThanOrEqual(2);
+    const [msgLine, msgIndex] = used.find(([l]) => l.includes('"request"'))!;
+    const [errLine, errIndex] = used.find(([l]) => !l.includes('"request"'))!;
+    const bad = [...errorLines];
+    bad[msgIndex] = edited(msgLine, (e) => (e.msg = `${e.msg}\ud800`));
+    bad[errIndex] = edited(errLine, (e) => (e.error = `${e.error}\udc00`));
+    const errorPath = file('surrogates-error.log', bad.join('\n') + '\n');
+    const accessPath = file('surrogates-error-access.log', GOOD.join('\n') + '\n');
+    const r = await run('surrogates_error', accessPath, { errors: [errorPath] });
+    expect(r.rejects.map((x) => [x.file, x.line, x.reason, x.detail.split(':')[0]]).sort()).toEqual(
+      [
+        [errorPath, msgIndex + 1, 'lone_surrogate', 'msg'],
+        [errorPath, errIndex + 1, 'lone_surrogate', 'error'],
+      ].sort(),
+    );
+    expect(r.proxy_access).toBe(3);
+    expect(await stored('surrogates_error')).toBe(3);
+  });
+
+  it('a row the store still refuses is not counted as imported: its line is store_refused, by file and line', async () => {
+    // A store that refuses (for good, as the engine refuses an unparsable row) every events row naming one host.
+    const picky = new Proxy(t.store, {
+      get(target, prop) {
+        if (prop === 'insertJsonEachRow') {
+          return async (table: string, body: string | Buffer, options?: { dedupToken?: string }): Promise<void> => {
+            if (table === 'events' && body.toString().includes('refuse-me.example')) {
+              throw new ContinuityError('CONT_ERR_STORE_QUERY', 'Code: 27. DB::Exception: refused for the test');
+            }
+            return target.insertJsonEachRow(table, body, options);
+          };
+        }
+        const v = Reflect.get(target, prop) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const refuse = (line: string): string => edited(line, (e) => (e.request.host = 'refuse-me.example'));
+    const first = file('refused-1.log', GOOD.join('\n') + '\n');
+    const second = file('refused-2.log', [restartLines[6]!, refuse(restartLines[4]!), restartLines[5]!, refuse(authLines[0]!)].join('\n') + '\n');
+    expect(JSON.parse(authLines[0]!).status).toBe(401); // a proxy_access and an auth_challenge row
+    const r = await run('refused', [first, second], {}, picky);
+    const stores = await stored('refused');
+    expect(stores).toBe(r.events_written);
+    expect(r.proxy_access).toBe(5);
+    expect(r.auth_challenges).toBe(0);
+    expect(r.lines).toMatchObject({ parsed: 5, rejected: 2 });
+    expect(r.rejects_by_reason).toEqual({ store_refused: 2 });
+    expect(r.rejects.filter((x) => x.reason === 'store_refused').map((x) => [x.file, x.line]).sort()).toEqual(
+      [
+        [second, 2],
+        [second, 4],
+        [second, 4],
+      ].sort(),
+    );
+    expect(r.files.map((f) => [f.lines.parsed, f.lines.rejected, f.events_written])).toEqual([
+      [3, 0, 3],
+      [2, 2, 2],
+    ]);
+    expect(await importRun(second)).toEqual({ lines_parsed: 2, lines_rejected: 2, events_written: 2 });
+    expect((await deadLetters(second)).map((d) => [d.position, d.reason])).toEqual([
+      [2, 'store_refused'],
+      [4, 'store_refused'],
     ]);
   });
 

@@ -42,9 +42,13 @@ import { classifyUpstreamError, UpstreamJoin, type UpstreamErrorClass } from './
 
 /**
  * Why a line was rejected. `read_error` is not a line's fault: the input ended early
- * (e.g. a truncated gzip member) at that line number.
+ * (e.g. a truncated gzip member) at that line number. `lone_surrogate`: a string field
+ * the converter reads holds an unpaired UTF-16 surrogate escape (e.g. `"\ud800"`),
+ * which has no UTF-8 form and which the store refuses (as `parseEvent` refuses it on
+ * the ingest path). `store_refused`: the store refused a row the line produced (the
+ * import then reports the line as rejected; the converter never uses this reason).
  */
-export type RejectReason = 'not_json' | 'line_too_long' | 'wrong_type' | 'missing_field' | 'read_error';
+export type RejectReason = 'not_json' | 'line_too_long' | 'wrong_type' | 'missing_field' | 'lone_surrogate' | 'read_error' | 'store_refused';
 
 /** Counters of one input file, kept by {@link CaddyConverter}. */
 export interface FileCounters {
@@ -124,6 +128,37 @@ const ACCESS_CHECKS: ReadonlyArray<readonly [number, number]> = [
 /** Header fields whose first element is read: it must be a string when present. */
 const FIRST_STRING_FIELDS = [F_H_UA, F_H_SID, F_H_PV, F_H_ORIGIN, F_RH_SID];
 
+/**
+ * String fields of an access entry that reach its rows, directly or hashed (the
+ * remote_* fields also decide the join): each is checked for a lone surrogate.
+ * `logger` is checked too (it is copied to `attrs`).
+ */
+const ACCESS_STRING_FIELDS = [F_LOGGER, F_USER_ID, F_R_REMOTE_IP, F_R_REMOTE_PORT, F_R_REMOTE_ADDR, F_R_METHOD, F_R_HOST, F_R_URI];
+/** Header arrays of an access entry: their first element is read (Www-Authenticate: every element). */
+const ACCESS_HEADER_FIELDS = [F_H_UA, F_H_SID, F_H_PV, F_H_ORIGIN, F_RH_SID, F_RH_WWW_AUTH];
+/** String fields of an error-log entry that are read (the message classifies the failure, the address keys the join). */
+const ERROR_STRING_FIELDS = [F_LOGGER, F_LEVEL, F_MSG, F_ERROR, F_R_REMOTE_IP, F_R_REMOTE_PORT, F_R_REMOTE_ADDR];
+
+const NO_FIELDS: readonly number[] = [];
+const LONE_SURROGATE_DETAIL = 'holds a lone UTF-16 surrogate (an unpaired \\ud800–\\udfff escape): not Unicode text, and the store cannot keep it';
+
+/**
+ * Whether `b[s, e)` (a JSON text span) holds a `\uD800`–`\uDFFF` escape, in either
+ * case: a cheap byte test, run only on spans the scanner saw an escape in. Escapes are
+ * the only way a lone surrogate gets into a decoded string: raw bytes are decoded as
+ * UTF-8, where a surrogate's encoding is invalid and becomes U+FFFD. A hit may be a
+ * valid pair (or an escaped backslash followed by "ud8…"): the caller confirms by
+ * decoding and `isWellFormed`.
+ */
+function hasSurrogateEscape(b: Buffer, s: number, e: number): boolean {
+  for (let i = s, last = e - 6; i <= last; i++) {
+    if (b[i] !== 0x5c || b[i + 1] !== 0x75 || (b[i + 2]! | 0x20) !== 0x64) continue;
+    const c = b[i + 3]! | 0x20;
+    if (c === 0x38 || c === 0x39 || (c >= 0x61 && c <= 0x66)) return true;
+  }
+  return false;
+}
+
 const ERROR_CHECKS: ReadonlyArray<readonly [number, number]> = [
   [F_LEVEL, OPT_STRING],
   [F_MSG, OPT_STRING],
@@ -183,6 +218,16 @@ export function eventIdFromHex(h: string): string {
     '-' +
     h.slice(20, 32)
   );
+}
+
+/**
+ * The `event_id` the converter gives the `kind` event of the line `buf[start, end)`
+ * (the line's bytes as the reader delivers them, without the terminator): for finding
+ * a line again from one of its rows. Slower than the converter's own (it copies).
+ */
+export function lineEventId(kind: 'proxy_access' | 'auth_challenge', buf: Buffer, start: number, end: number): string {
+  const prefix = kind === 'proxy_access' ? HASH_PREFIX_ACCESS : HASH_PREFIX_CHALLENGE;
+  return eventIdFromHex(hashHex(Buffer.concat([prefix, buf.subarray(start, end)])));
 }
 
 /** Cuts `s` to at most `max` UTF-16 units without splitting a surrogate pair. */
@@ -369,6 +414,32 @@ export class CaddyConverter {
     return undefined;
   }
 
+  /**
+   * The display name of the first of `fields` (string fields) or `headers` (header
+   * arrays) whose decoded value is not well-formed UTF-16, or undefined. Only spans
+   * the scanner saw a backslash escape in are looked at, so a line without escapes
+   * costs a few flag reads.
+   */
+  private loneSurrogateField(fields: readonly number[], headers: readonly number[]): string | undefined {
+    const sc = this.sc;
+    const b = this.bufRef!;
+    for (let i = 0; i < fields.length; i++) {
+      const f = fields[i]!;
+      if (sc.type[f] !== T_STRING || sc.esc[f] === 0 || !hasSurrogateEscape(b, sc.start[f]!, sc.end[f]!)) continue;
+      if (!sc.str(f).isWellFormed()) return FIELD_NAMES[f];
+    }
+    for (let i = 0; i < headers.length; i++) {
+      const f = headers[i]!;
+      if (sc.type[f] !== T_ARRAY) continue;
+      if (f === F_RH_WWW_AUTH) {
+        if (hasSurrogateEscape(b, sc.start[f]!, sc.end[f]!) && !sc.strings(f).every((v) => v.isWellFormed())) return FIELD_NAMES[f];
+      } else if (sc.firstType[f] === T_STRING && sc.firstEsc[f] !== 0 && hasSurrogateEscape(b, sc.firstStart[f]!, sc.firstEnd[f]!)) {
+        if (!sc.firstStr(f).isWellFormed()) return FIELD_NAMES[f];
+      }
+    }
+    return undefined;
+  }
+
   /** The client address and port from remote_ip/remote_port, or the older remote_addr "host:port" / "[v6]:port". */
   private clientAddress(): { ip: string; port: number } | string {
     const sc = this.sc;
@@ -427,6 +498,11 @@ export class CaddyConverter {
     if (!withRequest && (sc.str(F_LEVEL) !== 'error' || /context canceled/i.test(text))) {
       this.totals.skipped++;
       this.file.skipped++;
+      return;
+    }
+    const lone = this.loneSurrogateField(ERROR_STRING_FIELDS, NO_FIELDS);
+    if (lone !== undefined) {
+      this.reject(lineNo, 'lone_surrogate', `${lone}: ${LONE_SURROGATE_DETAIL}`, bytes);
       return;
     }
     this.totals.parsed++;
@@ -503,6 +579,11 @@ export class CaddyConverter {
     const addr = this.clientAddress();
     if (typeof addr === 'string') {
       this.reject(lineNo, 'wrong_type', addr, bytes);
+      return;
+    }
+    const lone = this.loneSurrogateField(ACCESS_STRING_FIELDS, ACCESS_HEADER_FIELDS);
+    if (lone !== undefined) {
+      this.reject(lineNo, 'lone_surrogate', `${lone}: ${LONE_SURROGATE_DETAIL}`, bytes);
       return;
     }
 

@@ -5,7 +5,7 @@ import { ContinuityError } from '../../core/index.ts';
 import type { KeyedHasher } from '../../core/index.ts';
 import { contentToken, createBatchWriter, createStoreSink, type BatchWriter } from '../../ingest/index.ts';
 import type { Store } from '../../store/index.ts';
-import { CaddyConverter, type FileCounters, type RejectReason } from './convert.ts';
+import { CaddyConverter, lineEventId, type FileCounters, type RejectReason } from './convert.ts';
 import { DEFAULT_MAX_LINE_BYTES, readLines, type ReadProgress } from './line-reader.ts';
 import { errnoText } from '../../core/fs.ts';
 
@@ -123,7 +123,7 @@ export interface ImportReport {
   /** Rows written to `dead_letters`. */
   dead_letters_written: number;
   /**
-   * No access entry was read: the caller decides whether that is an error
+   * No access entry was read (or every one the store refused): the caller decides whether that is an error
    * (CONT_ERR_NOTHING_IMPORTED, see {@link assertSomethingImported}).
    */
   nothing_read: boolean;
@@ -323,7 +323,11 @@ export async function convertCaddyLogs(options: CaddyImportOptions, onRow: (row:
  *   batches are cut by size only and carry a content-hash deduplication token, so
  *   importing the same files again stores nothing twice.
  * - Lines are never fatal: rejects are `not_json`, `line_too_long`, `wrong_type`,
- *   `missing_field` (and `read_error` when an input ends early, e.g. truncated gzip);
+ *   `missing_field`, `lone_surrogate` (a string the converter reads holds an unpaired
+ *   UTF-16 surrogate escape such as `"\ud800"`, which the store cannot keep), and
+ *   `read_error` when an input ends early, e.g. truncated gzip; a line whose row the
+ *   store still refuses is rejected as `store_refused` (found again by its event id,
+ *   see foldRefusedRows), so the counts and `import_runs` match what `events` holds;
  *   valid entries of other kinds (Caddy runtime logs) are counted as skipped.
  *
  * @returns the report; `nothing_read` is true when no access entry was read.
@@ -331,8 +335,10 @@ export async function convertCaddyLogs(options: CaddyImportOptions, onRow: (row:
  *   opened; the store's coded error (CONT_ERR_STORE_*) when a write fails.
  */
 export async function importCaddyLogs(store: Store, options: CaddyImportOptions): Promise<ImportReport> {
+  /** Rows of `events` the store refused (the sink wrote each to `dead_letters`, source `store`). */
+  const refused: string[] = [];
   const events = createBatchWriter({
-    sink: createStoreSink(store, 'events', { token: contentToken('caddy-import') }),
+    sink: createStoreSink(store, 'events', { token: contentToken('caddy-import'), onRefused: (row) => refused.push(row) }),
     maxRows: options.batchRows ?? 10_000,
     maxBytes: 32 << 20,
     flushIntervalMs: 0,
@@ -376,6 +382,11 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
   failed(events);
   failed(deadLetters);
   report.dead_letters_written = deadLetters.stats.rows;
+  if (refused.length > 0) {
+    const letters = await foldRefusedRows(report, refused, maxLineBytesOf(options));
+    if (letters.length > 0) await store.insertJsonEachRow('dead_letters', letters.join('\n'));
+    report.dead_letters_written += letters.length;
+  }
   const runs = report.files.map((f) =>
     JSON.stringify({
       run_id: randomUUID(),
@@ -395,6 +406,94 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
   );
   if (runs.length > 0) await store.insertJsonEachRow('import_runs', runs.join('\n'));
   return report;
+}
+
+function maxLineBytesOf(options: CaddyImportOptions): number {
+  return options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
+}
+
+/**
+ * Takes rows the store refused out of the counts of `report`, which the converter
+ * counted as written: each refused row is one fewer in `events_written` (of the
+ * report and of its input) and in `proxy_access` / `auth_challenges` /
+ * `joined_upstream_errors`; a line whose `proxy_access` row was refused is rejected
+ * (`store_refused`) instead of parsed, so `lines.parsed` and `import_runs` count what
+ * `events` holds. Every refused row is listed in `rejects`.
+ *
+ * The line is found again by its event id (a hash of the line: rows carry no file or
+ * line number): the access inputs that wrote events are read once more, which costs
+ * only when the store refused something. Standard input cannot be read again: a row
+ * not found is put on `'-'` (line 0) when it was an input, else on the first input
+ * that wrote events.
+ *
+ * @returns the `dead_letters` rows (JSONEachRow) naming each refused line's input and line number.
+ */
+async function foldRefusedRows(report: ImportReport, refused: string[], maxLineBytes: number): Promise<string[]> {
+  const rows = refused.map((row) => {
+    let parsed: { event_id?: unknown; event_type?: unknown; upstream_error?: unknown } = {};
+    try {
+      parsed = JSON.parse(row) as typeof parsed;
+    } catch {
+      // Not JSON: the converter never writes such a row; it counts as a proxy_access row of an unknown line.
+    }
+    return {
+      id: typeof parsed.event_id === 'string' ? parsed.event_id : '',
+      challenge: parsed.event_type === 'auth_challenge',
+      joined: parsed.upstream_error !== undefined,
+    };
+  });
+  const wanted = new Set(rows.map((r) => r.id).filter((id) => id !== ''));
+  const where = new Map<string, { file: number; line: number; bytes: number }>();
+  for (let i = 0; i < report.files.length && where.size < wanted.size; i++) {
+    const f = report.files[i]!;
+    if (f.kind !== 'access' || f.path === '-' || f.events_written === 0) continue;
+    try {
+      await readLines(
+        f.path,
+        {
+          line: (b, s, e, n) => {
+            for (const kind of ['proxy_access', 'auth_challenge'] as const) {
+              const id = lineEventId(kind, b, s, e);
+              if (wanted.has(id) && !where.has(id)) where.set(id, { file: i, line: n, bytes: e - s });
+            }
+          },
+          tooLong: () => undefined,
+        },
+        { maxLineBytes },
+      );
+    } catch {
+      // The input is gone since: its rows are put on the fallback input below.
+    }
+  }
+  const stdinIndex = report.files.findIndex((f) => f.path === '-' && f.kind === 'access');
+  const fallbackIndex = stdinIndex >= 0 ? stdinIndex : Math.max(0, report.files.findIndex((f) => f.events_written > 0));
+  const letters: string[] = [];
+  for (const r of rows) {
+    const loc = where.get(r.id) ?? { file: fallbackIndex, line: 0, bytes: 0 };
+    const f = report.files[loc.file];
+    const path = f?.path ?? '';
+    report.events_written--;
+    if (f) f.events_written--;
+    if (r.joined) report.joined_upstream_errors--;
+    // The engine's message may quote the row: it stays in the store's own dead letter, as the row does.
+    const detail = `${r.challenge ? 'auth_challenge' : 'proxy_access'} row ${r.id} refused by the store (the row and the engine's message: dead_letters source 'store', origin 'events')`;
+    if (report.rejects.length < MAX_REPORTED_REJECTS) report.rejects.push({ file: path, line: loc.line, reason: 'store_refused', detail });
+    if (r.challenge) {
+      report.auth_challenges--;
+      continue;
+    }
+    report.proxy_access--;
+    report.lines.parsed--;
+    report.lines.rejected++;
+    report.rejects_by_reason.store_refused = (report.rejects_by_reason.store_refused ?? 0) + 1;
+    if (f) {
+      f.lines.parsed--;
+      f.lines.rejected++;
+    }
+    letters.push(JSON.stringify({ source: 'import', origin: path, position: loc.line, reason: 'store_refused', detail, payload: '', payload_bytes: loc.bytes }));
+  }
+  report.nothing_read = report.proxy_access === 0;
+  return letters;
 }
 
 /** The decompressed contents of earlier imports (length and hash), by kind; runs recorded before migration 0009 have none. */

@@ -37,7 +37,8 @@ describe('createStoreSink (real embedded engine)', () => {
   });
 
   it('splits a refused batch: good rows are stored, each row the engine refuses goes to dead_letters', async () => {
-    const sink = createStoreSink(t.store, 'events', { token: contentToken('split') });
+    const refused: string[] = [];
+    const sink = createStoreSink(t.store, 'events', { token: contentToken('split'), onRefused: (r) => refused.push(r) });
     // A lone UTF-16 surrogate escape passes JSON.parse but not the engine's JSON reader.
     const bad = row(21).replace('"canary_id":"c"', '"canary_id":"c\\ud800"');
     const body = [row(20), bad, row(22), row(23), 'not json at all'].join('\n');
@@ -54,6 +55,7 @@ describe('createStoreSink (real embedded engine)', () => {
       { reason: 'store_refused', payload: bad },
     ]);
     expect(sink.stats.refusedRows).toBe(2);
+    expect(refused.sort()).toEqual([bad, 'not json at all'].sort());
     expect(sink.stats.failures).toBe(0);
   });
 

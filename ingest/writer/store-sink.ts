@@ -11,6 +11,12 @@ export interface StoreSinkOptions {
    * re-imported batch is stored once (the table's deduplication window). Omit for no token.
    */
   token?: (body: BatchBody) => string;
+  /**
+   * Called for each row the store refused, once its dead letter is written, with the
+   * row and the engine's message (first line): lets a caller that counted the row as
+   * written correct its counts. An exception it throws fails the batch.
+   */
+  onRefused?: (row: string, detail: string) => void;
 }
 
 /** Counters of a store sink. */
@@ -65,6 +71,7 @@ export function createStoreSink(store: Store, table: string, options: StoreSinkO
         const letter = { source: 'store', origin: table, position: 0, reason: 'store_refused', detail, payload: row, payload_bytes: Buffer.byteLength(row) };
         await store.insertJsonEachRow('dead_letters', JSON.stringify(letter), { dedupToken: contentToken('store-refused')(row) });
         stats.refusedRows++;
+        options.onRefused?.(row, detail);
         return;
       }
       const mid = rows.length >> 1;
