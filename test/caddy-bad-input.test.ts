@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { gzipSync } from 'node:zlib';
+import { constants, deflateRawSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { importCaddyLogs, type ImportReport } from '../collectors/index.ts';
 import { ContinuityError, hasherForConfig, isContinuityError, type KeyedHasher } from '../core/index.ts';
@@ -321,6 +321,33 @@ describe('bad input never stops an import and never passes silently', () => {
     expect(cut.rejects.at(-1)).toMatchObject({ reason: 'read_error' });
     expect(cut.lines.read).toBe(cut.lines.parsed + cut.lines.rejected + cut.lines.skipped + cut.lines.blank);
     expect(await stored('gzip_cut')).toBe(cut.proxy_access);
+  });
+
+  it('a gzip followed by trailing garbage: every line of the gzip imported, the garbage named as read_error', async () => {
+    const gz = gzipSync(restartLines.join('\n') + '\n');
+    const r = await run('gzip_garbage', file('access-garbage.log.gz', Buffer.concat([gz, Buffer.from('garbage\n')])));
+    expect(r.proxy_access).toBe(47);
+    expect(await stored('gzip_garbage')).toBe(47);
+    expect(r.files[0]!.read_error).toMatch(/^trailing garbage ignored: 8 bytes from byte \d+, after the last complete gzip member/);
+    expect(r.rejects).toEqual([{ file: r.files[0]!.path, line: 48, reason: 'read_error', detail: r.files[0]!.read_error }]);
+    expect(r.lines).toMatchObject({ read: 48, parsed: 47, rejected: 1 });
+  });
+
+  it('a gzip member damaged mid-stream: the lines before the damage imported, the line it cuts is the read_error', async () => {
+    // Deflate data byte-aligned after 22 lines and part of the 23rd (a sync flush), then
+    // a block of the reserved type: zlib fails there, `gzip -dc` outputs those 22 lines and the part.
+    const text = restartLines.slice(0, 22).join('\n') + '\n' + restartLines[22]!.slice(0, 40);
+    const header = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
+    const data = deflateRawSync(text, { finishFlush: constants.Z_SYNC_FLUSH });
+    const path = file('access-damaged.log.gz', Buffer.concat([header, data, Buffer.from([0xff]), gzipSync(restartLines.join('\n'))]));
+    const r = await run('gzip_damaged', path);
+    expect(r.proxy_access).toBe(22);
+    expect(await stored('gzip_damaged')).toBe(22);
+    expect(r.rejects).toEqual([
+      { file: path, line: 23, reason: 'read_error', detail: 'invalid block type; line 23 was cut off after 40 bytes and not parsed' },
+    ]);
+    expect(r.lines).toMatchObject({ read: 23, parsed: 22, rejected: 1 });
+    expect(r.lines.read).toBe(r.lines.parsed + r.lines.rejected + r.lines.skipped + r.lines.blank);
   });
 
   it('CRLF line endings and blank lines in between are tolerated', async () => {

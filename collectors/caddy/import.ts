@@ -88,7 +88,12 @@ export interface ImportFileReport {
   lines: LineCounts;
   /** Rows this input produced (proxy_access + auth_challenge). */
   events_written: number;
-  /** The input ended early on this read or gzip error (its lines up to there were imported). */
+  /**
+   * The input ended early on this read or gzip error: every line decoded in full before
+   * it was imported, a line it cut off is named in it (and rejected as \`read_error\`).
+   * Also set, starting "trailing garbage ignored", when bytes after the last complete
+   * gzip member were not gzip data (all members before them were imported).
+   */
   read_error?: string;
   started_at: string;
   finished_at: string;
@@ -236,7 +241,8 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput, earlier
       },
     );
     if (res.readError !== undefined) {
-      const w = converter.rejectLine(res.lines + 1, 'read_error', res.readError, 0);
+      // Its line number is that of a line the error cut off (not counted by the reader), if any.
+      const w = converter.rejectLine(res.lines + 1, 'read_error', res.readError, res.cutLineBytes);
       if (w) await w;
     }
     const decodedHash = res.decodedHash ?? '';

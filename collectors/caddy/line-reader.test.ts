@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Readable } from 'node:stream';
-import { gzipSync } from 'node:zlib';
+import { constants, deflateRawSync, gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isContinuityError } from '../../core/index.ts';
 import { readLines, type ReadLinesOptions, type ReadProgress } from './line-reader.ts';
@@ -23,6 +23,20 @@ function file(name: string, content: string | Buffer): string {
 }
 
 const sha256 = (data: string | Buffer): string => createHash('sha256').update(data).digest('hex');
+
+/** Lines of ~100-400 bytes, distinct: more than zlib's 256 KiB output chunk for 5000 of them. */
+const logLines = (n: number): string[] => Array.from({ length: n }, (_, i) => `{"n":${i},"pad":"${'p'.repeat(100 + ((i * 7919) % 300))}"}`);
+
+/**
+ * A gzip member whose deflate data stops, byte-aligned, after `text` (a sync flush) and
+ * goes on with a block of the reserved type (0xff: BFINAL=1, BTYPE=11), which zlib
+ * rejects as "invalid block type"; `gzip -dc` outputs all of `text`, then fails.
+ */
+function damagedGzip(text: string): Buffer {
+  const header = Buffer.from([0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff]);
+  const data = deflateRawSync(text, { finishFlush: constants.Z_SYNC_FLUSH });
+  return Buffer.concat([header, data, Buffer.from([0xff, 0xff, 0x00, 0x12, 0x34])]);
+}
 
 async function collect(path: string, options: ReadLinesOptions = {}) {
   const lines: Array<[number, string]> = [];
@@ -104,6 +118,49 @@ describe('readLines', () => {
     expect(result.readError).toMatch(/unexpected end of file/i);
     expect(lines.length).toBeGreaterThan(100);
     expect(lines.length).toBeLessThan(5000);
+  });
+
+  it('reads every line of a gzip followed by trailing garbage, like gzip -dc, and names the bytes ignored', async () => {
+    const text = logLines(5000).join('\n') + '\n';
+    const gz = gzipSync(text);
+    const { lines, result } = await collect(file('garbage.gz', Buffer.concat([gz, Buffer.from('garbage\n')])));
+    expect(lines.map((l) => l[1])).toEqual(text.trimEnd().split('\n'));
+    expect(result).toMatchObject({ lines: 5000, bytesDecoded: text.length, cutLineBytes: 0 });
+    expect(result.readError).toBe(
+      `trailing garbage ignored: 8 bytes from byte ${gz.length}, after the last complete gzip member, are not gzip data (incorrect header check)`,
+    );
+    // Concatenated members, then garbage; a last line without a newline ends with its member, so it is whole.
+    const multi = await collect(file('members-garbage.gz', Buffer.concat([gz, gzipSync('a\nlast'), Buffer.from('zz')])));
+    expect(multi.lines.length).toBe(5002);
+    expect(multi.lines.at(-1)).toEqual([5002, 'last']);
+    expect(multi.result.readError).toMatch(/^trailing garbage ignored: 2 bytes from byte \d+/);
+  });
+
+  it('delivers every line decoded before a corrupt spot in a gzip member; the line it cuts is not delivered', async () => {
+    const full = logLines(5000);
+    const text = full.join('\n') + '\n' + '{"n":5000,"pad"';
+    for (const chunkBytes of [1 << 20, 1000]) {
+      const { lines, result } = await collect(file('damaged.gz', damagedGzip(text)), { chunkBytes });
+      expect(lines.map((l) => l[1])).toEqual(full);
+      expect(result).toMatchObject({ lines: 5000, cutLineBytes: 15, bytesDecoded: text.length });
+      expect(result.readError).toBe('invalid block type; line 5001 was cut off after 15 bytes and not parsed');
+    }
+    // Damage right at the start of a small file: the lines before it still come through.
+    const small = await collect(file('damaged-small.gz', damagedGzip('a\nb\n')));
+    expect(small.lines).toEqual([
+      [1, 'a'],
+      [2, 'b'],
+    ]);
+    expect(small.result).toMatchObject({ readError: 'invalid block type', cutLineBytes: 0 });
+  });
+
+  it('from standard input (not read twice), a gzip error never passes a cut line on as whole', async () => {
+    const full = logLines(5000);
+    const text = full.join('\n') + '\n';
+    const { lines, result } = await collect('-', { stdin: Readable.from([Buffer.concat([gzipSync(text), Buffer.from('garbage\n')])]) });
+    expect(lines.map((l) => l[1])).toEqual(full.slice(0, lines.length));
+    expect(result.readError).toMatch(/^incorrect header check/);
+    expect(result.lines + (result.cutLineBytes > 0 ? 1 : 0)).toBeLessThanOrEqual(5000);
   });
 
   it("reads standard input for '-', plain or gzip", async () => {

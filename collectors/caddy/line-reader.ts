@@ -1,8 +1,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
-import { Readable } from 'node:stream';
-import { createGunzip } from 'node:zlib';
+import { constants as zlibConstants, createGunzip, type Gunzip } from 'node:zlib';
 import { ContinuityError } from '../../core/index.ts';
 import { errnoText } from '../../core/fs.ts';
 
@@ -71,8 +70,18 @@ export interface ReadLinesResult {
   /** Decompressed bytes. */
   bytesDecoded: number;
   gzip: boolean;
-  /** A read or decompression error that ended the input early (e.g. truncated gzip), else undefined. */
+  /**
+   * A read or decompression error that ended the input early (e.g. truncated gzip, a
+   * corrupt member, bytes after the last gzip member that are not gzip), else undefined.
+   */
   readError: string | undefined;
+  /**
+   * With `readError`: bytes of the last line that the error cut off before its
+   * terminator (`readError` names it). That line was not passed to the handler and is
+   * not in `lines`; 0 when the error fell between lines, or ended the input after a
+   * complete gzip member (trailing garbage: its last line is whole).
+   */
+  cutLineBytes: number;
   /** SHA-256 of the bytes read, hex, when `contentHash` was asked for. */
   contentHash?: string;
   /** SHA-256 of the decompressed bytes (all `bytesDecoded` of them), hex, when `contentHash` was asked for; equals `contentHash` for plain input. */
@@ -94,7 +103,10 @@ export interface ReadLinesResult {
  * Line numbers are 1-based.
  *
  * A read or gzip error after the input was opened ends the input early and is
- * returned in `readError` (the lines before it were delivered).
+ * returned in `readError`. Every line decoded in full before it was delivered, as
+ * `gzip -dc` would output them; a line the error cut off is not delivered (see
+ * `cutLineBytes`). Bytes after a complete gzip member that do not start another one
+ * are ignored like gzip does, and named in `readError` ("trailing garbage").
  *
  * @throws ContinuityError CONT_ERR_INPUT_UNREADABLE when the input cannot be opened
  *   (missing, a directory, no permission).
@@ -102,11 +114,11 @@ export interface ReadLinesResult {
 export async function readLines(path: InputPath, handler: LineHandler, options: ReadLinesOptions = {}): Promise<ReadLinesResult> {
   const maxLine = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   if (!(maxLine >= 1)) throw new RangeError('maxLineBytes must be >= 1');
-  const { raw, totalBytes, close } = await openRaw(path, options);
+  const { raw, totalBytes, close, reread } = await openRaw(path, options);
   // Plain input: its bytes are the decompressed bytes, hashed once (by `decoded`).
   const decoded = options.contentHash ? new PrefixHasher(options.prefixLengths ?? []) : undefined;
   let compressed: Hash | undefined;
-  const result: ReadLinesResult = { lines: 0, blank: 0, tooLong: 0, bytesRead: 0, bytesDecoded: 0, gzip: false, readError: undefined };
+  const result: ReadLinesResult = { lines: 0, blank: 0, tooLong: 0, bytesRead: 0, bytesDecoded: 0, gzip: false, readError: undefined, cutLineBytes: 0 };
   const splitter = new LineSplitter(maxLine, handler, result);
   try {
     const it = raw[Symbol.asyncIterator]();
@@ -142,26 +154,21 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
     } else {
       const hash = options.contentHash ? createHash('sha256') : undefined;
       compressed = hash;
-      const source = Readable.from(
-        (async function* () {
-          hash?.update(head);
-          yield head;
-          if (rawDone) return;
-          for (;;) {
-            const r = await it.next();
-            if (r.done) return;
-            const chunk = r.value as Buffer;
-            hash?.update(chunk);
-            result.bytesRead += chunk.length;
-            options.onProgress?.({ path, bytesRead: result.bytesRead, totalBytes });
-            yield chunk;
-          }
-        })(),
-        { objectMode: false },
-      );
-      const gunzip = createGunzip({ chunkSize: 1 << 18 });
-      source.on('error', (err) => gunzip.destroy(err));
-      text = source.pipe(gunzip);
+      const input = (async function* () {
+        hash?.update(head);
+        yield head;
+        if (rawDone) return;
+        for (;;) {
+          const r = await it.next();
+          if (r.done) return;
+          const chunk = r.value as Buffer;
+          hash?.update(chunk);
+          result.bytesRead += chunk.length;
+          options.onProgress?.({ path, bytesRead: result.bytesRead, totalBytes });
+          yield chunk;
+        }
+      })();
+      text = gunzipChunks(input, reread, totalBytes);
     }
     const chunks = text[Symbol.asyncIterator]();
     try {
@@ -172,6 +179,11 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
         } catch (err) {
           // Only read and zlib errors land here; the handler's own errors propagate.
           result.readError = (err as Error).message ?? String(err);
+          // After a complete gzip member, its last line is whole even without a terminator.
+          if (!(err instanceof TrailingGarbage)) result.cutLineBytes = splitter.dropPartial();
+          if (result.cutLineBytes > 0) {
+            result.readError += `; line ${result.lines + 1} was cut off after ${result.cutLineBytes} bytes and not parsed`;
+          }
           break;
         }
         if (next.done) break;
@@ -237,16 +249,221 @@ class PrefixHasher {
   }
 }
 
+/** Decoded bytes zlib writes per call (256 KiB): few calls per GB of text. */
+const GUNZIP_CHUNK_BYTES = 1 << 18;
+/**
+ * Compressed bytes written to zlib at a time (64 KiB): bounds the decoded bytes held
+ * per write (at most ~64 MiB at deflate's densest, ~1 MiB for logs) and the bytes fed
+ * one at a time to find a corrupt member's last good byte.
+ */
+const GUNZIP_PIECE_BYTES = 1 << 16;
+
+/**
+ * zlib's messages for a gzip header it cannot read (RFC 1952 §2.3), by how many bytes
+ * of the header precede the byte it fails on (ID1 ID2 CM FLG ...; zlib reads ID1 and
+ * ID2 together).
+ */
+const GZIP_HEADER_ERRORS: ReadonlyMap<string, number> = new Map([
+  ['incorrect header check', 1],
+  ['unknown compression method', 2],
+  ['unknown header flags set', 3],
+  ['header crc mismatch', 0],
+]);
+
+/** Bytes after a complete gzip member that are not another member: ignored, like `gzip -d` does. */
+class TrailingGarbage extends Error {}
+
+/**
+ * One gunzip stream, fed a piece at a time. Its output is taken from `'data'` as zlib
+ * pushes it, so none is lost when a later error destroys the stream (a stream's own
+ * buffer and async iterator drop what was not read yet).
+ */
+class Inflater {
+  private readonly z: Gunzip;
+  private out: Buffer[] = [];
+  private settle: (() => void) | undefined;
+  /** The zlib error that stopped the stream, if any. */
+  error: Error | undefined;
+
+  /** @param finishFlush zlib flush mode at the end (default Z_FINISH: a cut member is an error). */
+  constructor(finishFlush?: number) {
+    this.z = createGunzip({ chunkSize: GUNZIP_CHUNK_BYTES, ...(finishFlush === undefined ? {} : { finishFlush }) });
+    this.z.on('data', (chunk: Buffer) => this.out.push(chunk));
+    this.z.on('error', (err: Error) => {
+      this.error = err;
+      this.settle?.();
+    });
+  }
+
+  /** Compressed bytes consumed by the zlib calls that succeeded. */
+  get consumed(): number {
+    return this.z.bytesWritten;
+  }
+
+  /** Writes `piece` (or ends the input, without one); settles once it is decoded or the stream failed. */
+  feed(piece?: Buffer): Promise<void> {
+    if (this.error) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.settle = resolve;
+      if (piece) this.z.write(piece, () => resolve());
+      else {
+        this.z.once('end', () => resolve());
+        this.z.end();
+      }
+    });
+  }
+
+  /** The decoded chunks pushed since the last call. */
+  take(): Buffer[] {
+    const out = this.out;
+    this.out = [];
+    return out;
+  }
+
+  destroy(): void {
+    this.z.destroy();
+  }
+}
+
+/**
+ * Decompresses a gzip input (one or more members, RFC 1952 §2.2) into decoded chunks.
+ * The next piece is decoded while the consumer handles the chunks of the one before.
+ * On a zlib error, every decoded byte before it is yielded first, then the error is
+ * thrown: zlib drops what its failing call decoded, so for a corrupt member
+ * (Z_DATA_ERROR) of a re-readable file the input is decoded again from its start, the
+ * bytes of that call one at a time. Bytes after a complete member that are not a
+ * gzip header end the input with a {@link TrailingGarbage} error.
+ *
+ * @param reread the input's compressed bytes again from its start, when it is a regular
+ *   file; undefined for pipes and standard input (then up to 256 KiB decoded just
+ *   before a corrupt spot may be missing, and the error says so).
+ * @param size the input's size in bytes when known, for the trailing-garbage message.
+ * @throws the read error of `input`, the zlib error, or {@link TrailingGarbage}.
+ */
+async function* gunzipChunks(
+  input: AsyncIterable<Buffer>,
+  reread: (() => AsyncIterable<Buffer>) | undefined,
+  size: number | undefined,
+): AsyncGenerator<Buffer> {
+  const z = new Inflater();
+  let fed = 0;
+  let delivered = 0;
+  let pending: Promise<void> | undefined;
+  let readFailure: { err: unknown } | undefined;
+  try {
+    try {
+      outer: for await (const chunk of input) {
+        for (let off = 0; off < chunk.length; off += GUNZIP_PIECE_BYTES) {
+          const piece = chunk.subarray(off, off + GUNZIP_PIECE_BYTES);
+          if (pending) await pending;
+          const out = z.take();
+          if (z.error) break outer;
+          pending = z.feed(piece);
+          fed += piece.length;
+          for (const c of out) {
+            delivered += c.length;
+            yield c;
+          }
+        }
+      }
+    } catch (err) {
+      readFailure = { err };
+    }
+    if (pending) await pending;
+    if (!z.error && !readFailure) await z.feed();
+    for (const c of z.take()) {
+      delivered += c.length;
+      yield c;
+    }
+    if (readFailure) throw readFailure.err;
+    const error = z.error;
+    if (!error) return;
+    let at = z.consumed;
+    let exact = (error as NodeJS.ErrnoException).code !== 'Z_DATA_ERROR';
+    if (!exact && reread) {
+      // Decode [0, at) again in pieces, then [at, fed) a byte at a time until zlib fails.
+      const found: { at?: number } = {};
+      for await (const c of redecode(reread(), delivered, at, fed, found)) {
+        delivered += c.length;
+        yield c;
+      }
+      if (found.at !== undefined) {
+        at = found.at;
+        exact = true;
+      }
+    }
+    const headerBytes = GZIP_HEADER_ERRORS.get(error.message);
+    if (exact && delivered > 0 && headerBytes !== undefined) {
+      // A header error after decoded bytes: a member ended, and what follows is not one.
+      const from = Math.max(0, at - headerBytes);
+      const ignored = size === undefined ? 'the bytes' : `${size - from} bytes`;
+      throw new TrailingGarbage(`trailing garbage ignored: ${ignored} from byte ${from}, after the last complete gzip member, are not gzip data (${error.message})`);
+    }
+    if (!exact) {
+      error.message += ` (at compressed byte ~${at}; zlib dropped what it decoded last, up to ${GUNZIP_CHUNK_BYTES >> 10} KiB, before the error)`;
+    }
+    throw error;
+  } finally {
+    z.destroy();
+  }
+}
+
+/**
+ * Decodes `compressed` again after a zlib data error at compressed bytes [from, to):
+ * [0, from) in pieces (it decoded without error before), then one byte per zlib call,
+ * so that the call that fails decodes next to nothing. Yields the decoded bytes past
+ * the first `skip` (those were delivered); sets `found.at` to the compressed offset of
+ * the byte zlib failed on.
+ */
+async function* redecode(
+  compressed: AsyncIterable<Buffer>,
+  skip: number,
+  from: number,
+  to: number,
+  found: { at?: number },
+): AsyncGenerator<Buffer> {
+  // Z_SYNC_FLUSH at the end: input that stops mid-member is not an error here.
+  const z = new Inflater(zlibConstants.Z_SYNC_FLUSH);
+  let pos = 0;
+  try {
+    outer: for await (const chunk of compressed) {
+      let off = 0;
+      while (off < chunk.length) {
+        const step = pos >= from && pos < to ? 1 : pos < from ? Math.min(GUNZIP_PIECE_BYTES, from - pos) : GUNZIP_PIECE_BYTES;
+        const piece = chunk.subarray(off, off + step);
+        await z.feed(piece);
+        for (const c of z.take()) {
+          if (skip >= c.length) skip -= c.length;
+          else {
+            yield skip > 0 ? c.subarray(skip) : c;
+            skip = 0;
+          }
+        }
+        if (z.error) {
+          found.at = pos;
+          break outer;
+        }
+        pos += piece.length;
+        off += piece.length;
+      }
+    }
+  } finally {
+    z.destroy();
+  }
+}
+
 interface RawInput {
   raw: AsyncIterable<Buffer>;
   totalBytes: number | undefined;
   close(): Promise<void>;
+  /** The bytes again from the start (regular files only). */
+  reread: (() => AsyncIterable<Buffer>) | undefined;
 }
 
 async function openRaw(path: string, options: ReadLinesOptions): Promise<RawInput> {
   if (path === '-') {
     const stdin = options.stdin ?? standardInput();
-    return { raw: stdin as AsyncIterable<Buffer>, totalBytes: undefined, close: async () => {} };
+    return { raw: stdin as AsyncIterable<Buffer>, totalBytes: undefined, close: async () => {}, reread: undefined };
   }
   let fh: FileHandle;
   try {
@@ -276,6 +493,18 @@ async function openRaw(path: string, options: ReadLinesOptions): Promise<RawInpu
     })(),
     totalBytes: size,
     close: () => handle.close().catch(() => {}),
+    reread:
+      size === undefined
+        ? undefined
+        : async function* () {
+            for (let position = 0; ; ) {
+              const buf = Buffer.allocUnsafe(chunkBytes);
+              const { bytesRead } = await handle.read(buf, 0, chunkBytes, position);
+              if (bytesRead === 0) return;
+              position += bytesRead;
+              yield bytesRead < chunkBytes ? buf.subarray(0, bytesRead) : buf;
+            }
+          },
   };
 }
 
@@ -331,6 +560,18 @@ class LineSplitter {
       }
       pos = nl + 1;
     }
+  }
+
+  /**
+   * Drops the line begun but not ended (an error cut it off): it is neither delivered
+   * nor counted. Returns its bytes so far, 0 when there is none.
+   */
+  dropPartial(): number {
+    const bytes = this.skipping ? this.skippedBytes : this.carryLen;
+    this.skipping = false;
+    this.skippedBytes = 0;
+    this.carryLen = 0;
+    return bytes;
   }
 
   async end(): Promise<void> {
