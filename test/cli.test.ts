@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -236,6 +236,12 @@ describe('sql, query and hash', () => {
     expect(h.stdout.trim()).toMatch(/^[0-9a-f]{32}$/);
     const found = await continuity(['sql', `SELECT count() AS n FROM events WHERE request_session_key = '${h.stdout.trim()}'`, '--format', 'json'], dir);
     expect(JSON.parse(found.stdout).n).toBe(46); // every line but the initialize
+    // a data directory without a key (a mistyped --data-dir) mints none: its hash would match nothing
+    const typo = join(dir, 'typo');
+    const none = await continuity(['hash', '4f2b62a4-4517-4309-8dd1-da4057041770'], typo);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/CONT_ERR_CONFIG: .*typo\/hash\.key does not exist: nothing was hashed into a store at .*typo yet/);
+    expect(existsSync(join(typo, 'hash.key'))).toBe(false);
   });
 });
 

@@ -1,8 +1,17 @@
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Command } from 'commander';
+import { ContinuityError } from '../../core/errors.ts';
 import { hasherForConfig } from '../../core/hash.ts';
 import { configFrom } from '../context.ts';
 
-/** `continuity hash <raw id>`: the keyed hash under which a raw session id or principal is stored. */
+/**
+ * `continuity hash <raw id>`: the keyed hash under which a raw session id or principal
+ * is stored. Without CONTINUITY_HASH_KEY it uses `<data-dir>/hash.key` and never
+ * creates one: a new key (a mistyped --data-dir) would print a hash no store holds
+ * (found by a newcomer pass).
+ * @throws ContinuityError CONT_ERR_CONFIG when the data directory has no key yet.
+ */
 export function registerHash(program: Command): void {
   program
     .command('hash')
@@ -10,6 +19,14 @@ export function registerHash(program: Command): void {
     .argument('<raw>', 'the raw identifier, e.g. an Mcp-Session-Id')
     .action((raw: string, _opts: unknown, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
+      const keyFile = join(config.dataDir, 'hash.key');
+      if (!config.hashKeyHex && !existsSync(keyFile)) {
+        throw new ContinuityError(
+          'CONT_ERR_CONFIG',
+          `${keyFile} does not exist: nothing was hashed into a store at ${config.dataDir} yet, so no hash would match; check --data-dir (CONTINUITY_DATA_DIR), or set CONTINUITY_HASH_KEY to the deployment key`,
+          { details: { path: keyFile } },
+        );
+      }
       process.stdout.write(hasherForConfig(config)(raw) + '\n');
     });
 }
