@@ -49,6 +49,28 @@ function poisonRecords(tag: string): Poison[] {
   return out;
 }
 
+/** Closes what a describe below opened, deletes its topics and group, removes its data directory (any part may be missing). */
+async function tearDown(parts: {
+  dlqReader?: { disconnect(): Promise<void> } | undefined;
+  consumer?: KafkaConsumer | undefined;
+  producer?: Producer | undefined;
+  store?: Store | undefined;
+  admin?: Admin | undefined;
+  topic: string;
+  dataDir: string;
+}): Promise<void> {
+  await parts.dlqReader?.disconnect().catch(() => undefined);
+  await parts.consumer?.shutdown();
+  await parts.producer?.disconnect().catch(() => undefined);
+  await parts.store?.close();
+  if (parts.admin) {
+    await parts.admin.deleteGroups([`${parts.topic}-dlq-reader`]).catch(() => undefined);
+    await parts.admin.deleteTopics({ topics: [parts.topic, `${parts.topic}.dlq`] }).catch(() => undefined);
+    await parts.admin.disconnect();
+  }
+  rmSync(parts.dataDir, { recursive: true, force: true });
+}
+
 describe('poison records', () => {
   const topic = uniqueTopicName('fault-poison');
   const dlqTopic = `${topic}.dlq`;
@@ -72,18 +94,7 @@ describe('poison records', () => {
     await producer.connect();
   }, 600_000);
 
-  afterAll(async () => {
-    await dlqReader?.disconnect().catch(() => undefined);
-    await consumer?.shutdown();
-    await producer?.disconnect().catch(() => undefined);
-    await store?.close();
-    if (admin) {
-      await admin.deleteGroups([`${topic}-dlq-reader`]).catch(() => undefined);
-      await admin.deleteTopics({ topics: [topic, dlqTopic] }).catch(() => undefined);
-      await admin.disconnect();
-    }
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => tearDown({ dlqReader, consumer, producer, store, admin, topic, dataDir }));
 
   it('sends each poison record to the dead-letter topic and table with its reason while the rest flows', async () => {
     const poison = poisonRecords(topic);
@@ -190,18 +201,7 @@ describe('a dead letter the dead-letter topic refuses', () => {
     await producer.connect();
   }, 600_000);
 
-  afterAll(async () => {
-    await dlqReader?.disconnect().catch(() => undefined);
-    await consumer?.shutdown();
-    await producer?.disconnect().catch(() => undefined);
-    await store?.close();
-    if (admin) {
-      await admin.deleteGroups([`${topic}-dlq-reader`]).catch(() => undefined);
-      await admin.deleteTopics({ topics: [topic, dlqTopic] }).catch(() => undefined);
-      await admin.disconnect();
-    }
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  afterAll(() => tearDown({ dlqReader, consumer, producer, store, admin, topic, dataDir }));
 
   it('sends it without its value, keeps it whole in the table, and goes on: the events after it are stored', async () => {
     // not UTF-8 and incompressible: under the topic's limit, over the dead-letter topic's
