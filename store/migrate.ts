@@ -98,11 +98,20 @@ export function statfsFree(dir: string): number {
  * @throws ContinuityError CONT_ERR_MIGRATION when an applied file was edited or a
  *   statement fails; CONT_ERR_STORE_UNAVAILABLE when a change is due and the disk is full.
  */
-export async function migrate(store: Store, options: { retentionDays?: number; migrations?: Migration[] } & DdlOptions = {}): Promise<number[]> {
+export async function migrate(
+  store: Store,
+  options: {
+    retentionDays?: number;
+    migrations?: Migration[];
+    /** Told when `retentionDays` changed the retention of `events` of a store that existed before this call (days; 0 = none). */
+    onRetentionChange?: (fromDays: number, toDays: number) => void;
+  } & DdlOptions = {},
+): Promise<number[]> {
   const [bookkeeping] = await store.query<{ n: number }>(
     `SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = 'schema_migrations'`,
   );
-  if (!bookkeeping?.n) {
+  const existed = Boolean(bookkeeping?.n);
+  if (!existed) {
     assertRoomForDdl(store, 'creating the store', options);
     await store.command(
       `CREATE TABLE IF NOT EXISTS schema_migrations
@@ -138,7 +147,12 @@ export async function migrate(store: Store, options: { retentionDays?: number; m
     await store.insertJsonEachRow('schema_migrations', JSON.stringify({ version: m.version, name: m.name, checksum: m.checksum }));
     done.push(m.version);
   }
-  if (options.retentionDays !== undefined) await applyRetention(store, options.retentionDays, options);
+  if (options.retentionDays !== undefined) {
+    const before = await retentionDaysOf(store);
+    await applyRetention(store, options.retentionDays, options);
+    // (a store created by this call had only the migrations' default to change)
+    if (existed && before !== options.retentionDays) options.onRetentionChange?.(before, options.retentionDays);
+  }
   return done;
 }
 

@@ -2,11 +2,14 @@ import type { Config } from '../core/config.ts';
 import { openStore, type Store } from './client.ts';
 import { migrate } from './migrate.ts';
 
-/** Opens the configured store and applies pending migrations and the retention setting. */
-export async function openMigratedStore(config: Config): Promise<Store> {
+/**
+ * Opens the configured store and applies pending migrations and the retention setting
+ * (`onRetentionChange`: told when that setting changed the store's retention, days, 0 = none).
+ */
+export async function openMigratedStore(config: Config, options: { onRetentionChange?: (fromDays: number, toDays: number) => void } = {}): Promise<Store> {
   const store = await openStore(config);
   try {
-    await migrate(store, { retentionDays: config.retentionDays });
+    await migrate(store, { retentionDays: config.retentionDays, ...(options.onRetentionChange ? { onRetentionChange: options.onRetentionChange } : {}) });
   } catch (err) {
     await store.close();
     throw err;

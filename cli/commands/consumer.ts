@@ -2,8 +2,8 @@ import { Option, type Command } from 'commander';
 import { createReadServer, type ReadServer } from '../../api/index.ts';
 import { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
 import { retry } from '../../core/index.ts';
-import { openMigratedStore, startCompaction, type Compaction } from '../../store/index.ts';
-import { configFrom, listenError, portFlag, positiveFlag } from '../context.ts';
+import { startCompaction, type Compaction } from '../../store/index.ts';
+import { configFrom, listenError, openCommandStore, portFlag, positiveFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 import { requireKafka } from './gateway.ts';
 
@@ -54,7 +54,7 @@ export function registerConsumer(program: Command): void {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
       const kafka = requireKafka(config, 'consumer');
       const port = flags.port === undefined ? undefined : portFlag(flags.port);
-      const store = await openMigratedStore(config);
+      const store = await openCommandStore(config);
       const line = (o: object): void => {
         process.stdout.write(JSON.stringify(o) + '\n');
       };

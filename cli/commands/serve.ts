@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { createContinuityServer, type ServerEndpoints } from '../../api/index.ts';
-import { openMigratedStore, startCompaction } from '../../store/index.ts';
-import { configFrom, listenError, portFlag } from '../context.ts';
+import { startCompaction } from '../../store/index.ts';
+import { configFrom, listenError, openCommandStore, portFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 
 interface ServeFlags {
@@ -44,7 +44,7 @@ export function registerServe(program: Command): void {
     .action(async (flags: ServeFlags, cmd: Command) => {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
       const port = portFlag(flags.port);
-      const store = await openMigratedStore(config);
+      const store = await openCommandStore(config);
       const server = await createContinuityServer({ store, bearerToken: config.ingestToken, queryDefaults: config });
       // a second signal exits at once: say what of the accepted events it leaves unwritten
       const signal = untilSignal(() => {
