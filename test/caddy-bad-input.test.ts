@@ -125,6 +125,10 @@ describe('bad input never stops an import and never passes silently', () => {
     expect(r.rejects[0]!.detail).toMatch(/unexpected end of input/);
     // The detail never quotes the line (it may hold a session id or token).
     for (const x of r.rejects) expect(x.detail).not.toContain(SESSION_ID.slice(0, 8));
+    // imported again, the same rejected lines are not dead-lettered twice (schema/migrations/0015)
+    expect((await deadLetters(path)).map((d) => Number(d.position))).toEqual([2, 4, 5]);
+    await run('truncated', path);
+    expect((await deadLetters(path)).map((d) => Number(d.position))).toEqual([2, 4, 5]);
   });
 
   it('a 10 MB line is rejected as line_too_long without stopping the import', async () => {

@@ -356,7 +356,10 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
     body: 'bytes',
   });
   const deadLetters = createBatchWriter({
-    sink: createStoreSink(store, 'dead_letters'),
+    // (a content token: the same rejected lines imported again are stored once,
+    // schema/migrations/0015; the rows name the input by its path, so a log given again
+    // under another path or on stdin adds its letters under that name)
+    sink: createStoreSink(store, 'dead_letters', { token: contentToken('caddy-import-rejects') }),
     maxRows: 10_000,
     flushIntervalMs: 0,
     maxPendingBatches: 1,

@@ -1,0 +1,11 @@
+-- dead_letters drops an insert it has seen before (the last 10,000 inserts, by their
+-- deduplication token), as the event tables do.
+--
+-- Why: a log imported again wrote its rejected lines' dead letters again (three
+-- imports of one file with 14 bad lines: 42 rows; found by a break-it pass), and the
+-- store sink's per-row token for a row the store refused
+-- (ingest/writer/store-sink.ts) did nothing: a MergeTree that is not replicated
+-- deduplicates inserts only with this window set. The Kafka consumer writes only the
+-- offsets the table does not hold yet (ingest/consumer/pipeline.ts), so it is not
+-- affected either way.
+ALTER TABLE dead_letters MODIFY SETTING non_replicated_deduplication_window = 10000;
