@@ -45,15 +45,24 @@ export function createKeyedHasher(key: Buffer, cacheSize = 65_536): KeyedHasher 
  * agree without any set-up. The file appears whole or not at all (written to a
  * temporary name, then linked into place), so a second process starting at the same
  * moment never reads it half-written, and uses the first one's key.
- * @throws ContinuityError CONT_ERR_CONFIG when the file cannot be read (a directory,
- *   no permission) or holds anything but at least 16 bytes of hex (an edited or damaged key would silently change every hash).
+ * @param options.create false: a missing file is an error, not a new key (a reader
+ *   such as `continuity hash` must not mint a key no stored hash was made with).
+ * @throws ContinuityError CONT_ERR_CONFIG when the file is missing and `create` is
+ *   false, cannot be read (a directory, no permission), or holds anything but at least 16 bytes of hex (an edited or damaged key would silently change every hash).
  */
-export function loadOrCreateKeyFile(path: string): Buffer {
+export function loadOrCreateKeyFile(path: string, options: { create?: boolean } = {}): Buffer {
   let text: string;
   try {
     text = readFileSync(path, 'utf8').trim();
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT' && options.create === false) {
+      throw new ContinuityError(
+        'CONT_ERR_CONFIG',
+        `${path} does not exist: nothing was hashed into a store at ${dirname(path)} yet, so no hash would match; check --data-dir (CONTINUITY_DATA_DIR), or set CONTINUITY_HASH_KEY to the deployment key`,
+        { cause: err, details: { path } },
+      );
+    }
     if (code !== 'ENOENT') {
       // a directory, an unreadable file: a coded error, not a stack trace (found by a break-it pass)
       throw new ContinuityError('CONT_ERR_CONFIG', `${path} cannot be read as the deployment key (${errnoText(err as NodeJS.ErrnoException)}); make it the key file it was, or set CONTINUITY_HASH_KEY`, {
@@ -86,9 +95,10 @@ export function loadOrCreateKeyFile(path: string): Buffer {
 
 /**
  * The deployment's hasher: `CONTINUITY_HASH_KEY` when set, otherwise the key kept
- * in `<data-dir>/hash.key` (created on first use).
+ * in `<data-dir>/hash.key` (created on first use, unless `create` is false: see
+ * {@link loadOrCreateKeyFile}).
  */
-export function hasherForConfig(config: { hashKeyHex?: string | undefined; dataDir: string }): KeyedHasher {
-  const key = config.hashKeyHex ? Buffer.from(config.hashKeyHex, 'hex') : loadOrCreateKeyFile(`${config.dataDir}/hash.key`);
+export function hasherForConfig(config: { hashKeyHex?: string | undefined; dataDir: string }, options: { create?: boolean } = {}): KeyedHasher {
+  const key = config.hashKeyHex ? Buffer.from(config.hashKeyHex, 'hex') : loadOrCreateKeyFile(`${config.dataDir}/hash.key`, options);
   return createKeyedHasher(key);
 }

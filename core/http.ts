@@ -195,12 +195,21 @@ function forbiddenKey(key: '__proto__' | 'constructor', path: string): JsonBodyE
 export function createBearerCheck(token: string): (authorization: string | undefined) => boolean {
   const expected = sha256(token);
   return (authorization) => {
-    const m = /^(\S+) +(.*)$/s.exec(authorization ?? '');
-    const schemeOk = m !== null && m[1]!.toLowerCase() === 'bearer';
+    const c = credentials(authorization);
     // Compared even when the scheme is wrong, so the scheme alone does not shorten the time.
-    const tokenOk = timingSafeEqual(sha256(m?.[2] ?? ''), expected);
-    return schemeOk && tokenOk;
+    const tokenOk = timingSafeEqual(sha256(c?.token ?? ''), expected);
+    return c?.bearer === true && tokenOk;
   };
+}
+
+/**
+ * An `Authorization` value split as credentials = auth-scheme 1*SP token (RFC 9110
+ * §11.6.2); `bearer`: the scheme is `Bearer`, in any case (RFC 9110 §11.1). Undefined
+ * when absent or not of that form.
+ */
+function credentials(authorization: string | undefined): { bearer: boolean; token: string } | undefined {
+  const m = /^(\S+) +(.*)$/s.exec(authorization ?? '');
+  return m === null ? undefined : { bearer: m[1]!.toLowerCase() === 'bearer', token: m[2]! };
 }
 
 /**
@@ -213,8 +222,8 @@ export function createBearerCheck(token: string): (authorization: string | undef
  */
 export function unauthorized(authorization: string | undefined): ContinuityError {
   if (authorization === undefined || authorization.trim() === '') return new ContinuityError('CONT_ERR_UNAUTHORIZED', 'no Authorization header');
-  const scheme = /^(\S+)/.exec(authorization)?.[1] ?? '';
-  if (scheme.toLowerCase() !== 'bearer' || !/^\S+ +\S/.test(authorization)) {
+  const c = credentials(authorization);
+  if (!c?.bearer || c.token === '') {
     return new ContinuityError('CONT_ERR_UNAUTHORIZED', 'the Authorization header is not a Bearer credential (`Bearer <token>`)');
   }
   return new ContinuityError('CONT_ERR_UNAUTHORIZED', 'the bearer token does not match the one this server was started with', { details: { error: 'invalid_token' } });

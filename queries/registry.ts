@@ -367,46 +367,66 @@ export function bindParams(name: string, params: Record<string, unknown>): Recor
  * @throws ContinuityError CONT_ERR_QUERY_PARAM (or CONT_ERR_CONFIG) listing each problem.
  */
 export function checkReportParams(params: Record<string, unknown>, flags?: Readonly<Record<string, string>>): Record<string, unknown> {
+  const { schema, types } = (reportSchema ??= unionOfQueries());
+  const unknown = Object.keys(params).filter((k) => !Object.hasOwn(types, k));
+  if (unknown.length > 0) throw new ContinuityError('CONT_ERR_QUERY_PARAM', `the report takes no parameter ${unknown.join(', ')}; it takes ${Object.keys(types).join(', ')}`);
+  if (!flags) {
+    parseParams('the report', schema, types, params);
+    return params;
+  }
+  try {
+    parseParams('', schema, types, params, (k) => flags[k] ?? k);
+  } catch (err) {
+    // the same problems, named by the flags typed: a configuration error of the command
+    if (err instanceof ContinuityError && err.code === 'CONT_ERR_QUERY_PARAM') throw new ContinuityError('CONT_ERR_CONFIG', err.detail, { cause: err, details: err.details });
+    throw err;
+  }
+  return params;
+}
+
+/** Every named query's parameters in one schema (built on first use by {@link checkReportParams}). */
+let reportSchema: { schema: z.ZodObject; types: Record<string, string> } | undefined;
+
+function unionOfQueries(): { schema: z.ZodObject; types: Record<string, string> } {
   const types: Record<string, string> = {};
   let schema = z.object({});
   for (const q of Object.values(NAMED_QUERIES)) {
     Object.assign(types, q.paramTypes);
     schema = schema.extend(q.params.shape);
   }
-  const unknown = Object.keys(params).filter((k) => !Object.hasOwn(types, k));
-  const name = (k: string): string => flags?.[k] ?? k;
-  try {
-    if (unknown.length > 0) throw new ContinuityError('CONT_ERR_QUERY_PARAM', `the report takes no parameter ${unknown.join(', ')}; it takes ${Object.keys(types).join(', ')}`);
-    parseParams('the report', schema, types, params);
-  } catch (err) {
-    if (!(err instanceof ContinuityError) || err.code !== 'CONT_ERR_QUERY_PARAM' || !flags) throw err;
-    // the parameters' names in the message become the flags the user typed
-    const detail = (err.detail ?? '').replace(/^the report: /, '').replace(new RegExp(`\\b(${Object.keys(flags).join('|')})\\b`, 'g'), (k) => name(k));
-    throw new ContinuityError('CONT_ERR_CONFIG', detail, { cause: err, details: err.details });
-  }
-  return params;
+  return { schema, types };
 }
 
 /**
  * `params` parsed by `schema` (types per `paramTypes`), defaults applied; `label` names
- * the query in errors.
+ * the query in errors ('' : the problems alone), `name` each parameter (the CLI's flag
+ * for it, say).
  * @throws ContinuityError CONT_ERR_QUERY_PARAM listing each problem.
  */
-function parseParams(label: string, schema: z.ZodObject, paramTypes: Readonly<Record<string, string>>, params: Record<string, unknown>): Record<string, unknown> {
+function parseParams(
+  label: string,
+  schema: z.ZodObject,
+  paramTypes: Readonly<Record<string, string>>,
+  params: Record<string, unknown>,
+  name: (key: string) => string = (key) => key,
+): Record<string, unknown> {
+  const at = (text: string): string => (label ? `${label}: ${text}` : text);
   // A query string repeats a key as an array; only Array parameters take several values.
   const repeated = Object.keys(params).filter((k) => Array.isArray(params[k]) && !paramTypes[k]!.startsWith('Array('));
   if (repeated.length > 0) {
-    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${label}: ${repeated.join(', ')} given more than once; it takes one value`, { details: { issues: repeated.map((k) => `${k}: given more than once`) } });
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', at(`${repeated.map(name).join(', ')} given more than once; it takes one value`), {
+      details: { issues: repeated.map((k) => `${name(k)}: given more than once`) },
+    });
   }
   const parsed = schema.safeParse(params);
   if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`);
-    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${label}: ${issues.join('; ')}`, { details: { issues } });
+    const issues = parsed.error.issues.map((i) => `${i.path.map((p) => name(String(p))).join('.')}: ${i.message}`);
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', at(issues.join('; ')), { details: { issues } });
   }
   const data = parsed.data as Record<string, unknown>;
   // Both are 'YYYY-MM-DD hh:mm:ss.ffffff' (UTC) after parsing, so text order is time order.
   if (String(data.t_from) >= String(data.t_to)) {
-    throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${label}: t_from (${data.t_from}) must be before t_to (${data.t_to})`);
+    throw new ContinuityError('CONT_ERR_QUERY_PARAM', at(`${name('t_from')} (${data.t_from}) must be before ${name('t_to')} (${data.t_to})`));
   }
   return data;
 }

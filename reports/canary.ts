@@ -527,7 +527,7 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
         // a mistyped --service: name the services there are (found by a newcomer pass)
         const services = (await store.query<{ service: string }>('SELECT DISTINCT service FROM events ORDER BY service LIMIT 21')).map((r) => r.service);
         if (!services.includes(scope.service)) {
-          const list = services.slice(0, 20).map((x) => (x === "" ? "(none: imported without --service)" : JSON.stringify(x))).join(', ') + (services.length > 20 ? ', …' : '');
+          const list = services.slice(0, 20).map((x) => (x === '' ? '(none: imported without --service)' : JSON.stringify(x))).join(', ') + (services.length > 20 ? ', …' : '');
           return cannot(`the store at ${store.location} holds no events for service ${JSON.stringify(scope.service)}${services.length ? `; its services: ${list}` : ''}`);
         }
       }

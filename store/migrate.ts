@@ -148,8 +148,7 @@ export async function migrate(
     done.push(m.version);
   }
   if (options.retentionDays !== undefined) {
-    const before = await retentionDaysOf(store);
-    await applyRetention(store, options.retentionDays, options);
+    const before = await applyRetention(store, options.retentionDays, options);
     // (a store created by this call had only the migrations' default to change)
     if (existed && before !== options.retentionDays) options.onRetentionChange?.(before, options.retentionDays);
   }
@@ -180,16 +179,19 @@ export const RETAINED_TABLES: readonly string[] = [
  * Sets the TTL of every table in {@link RETAINED_TABLES} to `days` (0 removes
  * it). Only issues an ALTER where a table's TTL differs, since a TTL change is a
  * metadata mutation; tables not created yet are skipped.
+ * @returns the retention `events` had before, in days (0: none; see {@link retentionDaysOf}).
  * @throws ContinuityError CONT_ERR_STORE_UNAVAILABLE when a TTL differs and the
  *   embedded store's disk is (nearly) full ({@link MIN_FREE_BYTES_FOR_DDL}): nothing is changed.
  */
-export async function applyRetention(store: Store, days: number, options: DdlOptions = {}): Promise<void> {
-  const changes = (await retentionOf(store)).filter((t) => t.days !== days);
+export async function applyRetention(store: Store, days: number, options: DdlOptions = {}): Promise<number> {
+  const tables = await retentionOf(store);
+  const changes = tables.filter((t) => t.days !== days);
   if (changes.length > 0) assertRoomForDdl(store, `changing the retention to ${days} days (CONTINUITY_RETENTION_DAYS)`, options);
   for (const { name } of changes) {
     if (days === 0) await store.command(`ALTER TABLE ${name} REMOVE TTL`);
     else await store.command(`ALTER TABLE ${name} MODIFY TTL toDateTime(ts) + toIntervalDay(${Math.floor(days)})`);
   }
+  return tables.find((t) => t.name === 'events')?.days ?? 0;
 }
 
 /**

@@ -1,7 +1,4 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Command } from 'commander';
-import { ContinuityError } from '../../core/errors.ts';
 import { hasherForConfig } from '../../core/hash.ts';
 import { configFrom } from '../context.ts';
 
@@ -19,14 +16,6 @@ export function registerHash(program: Command): void {
     .argument('<raw>', 'the raw identifier, e.g. an Mcp-Session-Id')
     .action((raw: string, _opts: unknown, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
-      const keyFile = join(config.dataDir, 'hash.key');
-      if (!config.hashKeyHex && !existsSync(keyFile)) {
-        throw new ContinuityError(
-          'CONT_ERR_CONFIG',
-          `${keyFile} does not exist: nothing was hashed into a store at ${config.dataDir} yet, so no hash would match; check --data-dir (CONTINUITY_DATA_DIR), or set CONTINUITY_HASH_KEY to the deployment key`,
-          { details: { path: keyFile } },
-        );
-      }
-      process.stdout.write(hasherForConfig(config)(raw) + '\n');
+      process.stdout.write(hasherForConfig(config, { create: false })(raw) + '\n');
     });
 }

@@ -305,8 +305,10 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     dlqProducer = fresh;
     await old?.disconnect().catch(() => undefined);
   };
+  /** Where a letter came from: topic:partition:offset (the `continuity.dlq.origin` header). */
+  const originOf = (range: MessageRange, l: DeadLetter): string => `${range.topic}:${range.partition}:${l.message.offset}`;
   const dlqMessage = (range: MessageRange, l: DeadLetter, omitted?: string) => {
-    const origin = `${range.topic}:${range.partition}:${l.message.offset}`;
+    const origin = originOf(range, l);
     const bytes = l.message.value?.length ?? 0;
     return {
       key: l.message.key,
@@ -353,7 +355,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       if (refusal === undefined) continue;
       const again = await sendDeadLetters([dlqMessage(range, l, refusal)]);
       metrics.deadLettersRefusedByTopic++;
-      emit({ type: 'dead_letter_refused', origin: `${range.topic}:${range.partition}:${l.message.offset}`, refusal: again ?? refusal, outcome: again === undefined ? 'omitted' : 'skipped' });
+      emit({ type: 'dead_letter_refused', origin: originOf(range, l), refusal: again ?? refusal, outcome: again === undefined ? 'omitted' : 'skipped' });
     }
   };
 
