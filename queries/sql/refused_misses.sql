@@ -18,16 +18,12 @@
 -- in the range before the miss (a session the range's boot served, not one that
 -- was stale already when the range began); a server's miss always counts, the
 -- server's reason stands.
--- requires: proxy_lines, proxy_signal_lines, proxy_refused, proxy_restarts, server_refused
+-- requires: proxy_lines, proxy_signal_lines, proxy_refused, proxy_restarts, server_misses, refused_server_groups
 WITH
--- the server's misses, read once (a scalar: two parts below use them)
-(SELECT groupArray((boot_id, skh, reason, http_status, t, http_method, mcp_method, next)) FROM server_refused) AS server_rows,
-server AS
-(
-    SELECT x.1 AS boot_id, x.2 AS skh, x.3 AS reason, x.4 AS http_status, x.5 AS t, x.6 AS http_method, x.7 AS mcp_method, x.8 AS next
-    FROM (SELECT arrayJoin(server_rows) AS x)
-),
-server_by_session AS (SELECT skh, groupArray(t) AS ts FROM server GROUP BY skh),
+-- the servers' misses by session: a proxy miss is kept only where no server recorded
+-- the same one (same session key within 2 s; the check proxy_misses_alone counts
+-- the proxy misses this keeps, by the same rule)
+server_by_session AS (SELECT skh, groupArray(t) AS ts FROM server_misses GROUP BY skh),
 -- the refused sessions with a 2xx before the range (the rollup proxy_sessions: an
 -- hour that starts before t_from and whose first 2xx is before it). A proxy miss is
 -- unknown_after_boot when its session had a 2xx before it, in the range
@@ -81,17 +77,7 @@ proxy AS
 SELECT *
 FROM
 (
-    SELECT
-        'server' AS source,
-        boot_id AS boot,
-        CAST(NULL, 'Nullable(DateTime64(6, \'UTC\'))') AS boot_at,
-        reason, http_status, http_method, mcp_method, next,
-        count() AS misses,
-        uniqExact(skh) AS sessions,
-        misses AS misses_active,
-        sessions AS sessions_active
-    FROM server
-    GROUP BY boot_id, reason, http_status, http_method, mcp_method, next
+    SELECT * FROM refused_server_groups
     UNION ALL
     SELECT
         'proxy' AS source,

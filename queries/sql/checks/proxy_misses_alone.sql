@@ -1,0 +1,12 @@
+-- proxy_misses_alone check (queries/registry.ts NARROWED_QUERIES): the refused
+-- misses the proxy logged on a session in the range and scope that no server
+-- recorded (no server miss on the same session key within 2 s): the proxy misses
+-- refused_misses.sql keeps, by its rule. Zero lets `refused_misses` run as
+-- narrowed/refused_misses.sql, without the proxy's inference. The servers' misses
+-- are their signal rows (server_signal_rows.sql), the same misses with the same
+-- times as server_refused.sql's, without their arrivals.
+-- requires: proxy_signal_lines, server_signal_rows
+SELECT count() AS n
+FROM (SELECT skh, t FROM proxy_signal_lines WHERE refused AND skh != 0) AS m
+LEFT JOIN (SELECT skh, groupArray(t) AS ts FROM server_signal_rows WHERE refused GROUP BY skh) AS s ON s.skh = m.skh
+WHERE NOT arrayExists(x -> abs(x - m.t) <= 2, s.ts)

@@ -1,0 +1,148 @@
+// refused_misses in its narrowed form (queries/registry.ts NARROWED_QUERIES): where
+// every refused miss the proxy logged was recorded by a server too, its rows are the
+// servers' alone, read without the proxy's restart inference. Both forms must give
+// the same rows, and the check (proxy_misses_alone) must count exactly the proxy
+// misses the query's own SQL keeps, so that it never narrows a query whose proxy
+// rows would have been there.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateEvents } from '../bench/generate-events.ts';
+import { bindInternalParams, bindParams, querySql, resolveQuerySql, runQuery } from '../queries/index.ts';
+import { RETAINED_TABLES } from '../store/index.ts';
+import { insertEvents } from './fixtures/proxy-scenario.ts';
+import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+type Rows = Array<Record<string, unknown>>;
+
+let t: TestStore;
+beforeAll(async () => {
+  t = await openTestStore('narrowed');
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/** Empties the store. */
+async function empty(): Promise<void> {
+  for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+}
+
+/** refused_misses by its own SQL (never narrowed). */
+async function ownRows(params: Record<string, unknown>): Promise<Rows> {
+  const sql = querySql('refused_misses');
+  return t.store.query(sql, await bindInternalParams(t.store, sql, bindParams('refused_misses', params)));
+}
+
+/** The check's count: the proxy misses no server recorded. */
+async function alone(params: Record<string, unknown>): Promise<number> {
+  const sql = querySql('checks/proxy_misses_alone');
+  const [row] = await t.store.query<{ n: number | string }>(sql, await bindInternalParams(t.store, sql, bindParams('refused_misses', params)));
+  return Number(row!.n);
+}
+
+const proxyMisses = (rows: Rows): number => rows.filter((r) => r.source === 'proxy').reduce((n, r) => n + Number(r.misses), 0);
+const key = (r: Record<string, unknown>) => JSON.stringify(Object.entries(r).sort(([a], [b]) => a.localeCompare(b)));
+const canonical = (rows: Rows) => rows.map(key).sort();
+
+/**
+ * Runs refused_misses both ways over `params` and checks: the same rows, the check
+ * counting the proxy misses the own SQL keeps, and the narrowed form used exactly
+ * when that count is 0.
+ * @returns whether runQuery narrowed it, and the rows.
+ */
+async function bothWays(label: string, params: Record<string, unknown>): Promise<{ narrowed: boolean; rows: Rows }> {
+  const own = await ownRows(params);
+  const { narrowed } = await resolveQuerySql(t.store, 'refused_misses', bindParams('refused_misses', params));
+  const rows = await runQuery(t.store, 'refused_misses', params);
+  expect(canonical(rows), label).toEqual(canonical(own));
+  // (row order too: the narrowed SQL orders as the query does)
+  expect(rows.map((r) => r.source), label).toEqual(own.map((r) => r.source));
+  expect(await alone(params), `${label}: the check counts the proxy misses kept`).toBe(proxyMisses(own));
+  expect(narrowed, `${label}: narrowed exactly when no proxy miss is kept`).toBe(proxyMisses(own) === 0);
+  return { narrowed, rows };
+}
+
+describe('refused_misses, narrowed where the servers recorded every proxy miss', () => {
+  it('gives the same rows both ways in every scenario of SCENARIOS.md, and all of them together', async () => {
+    const forms = new Set<boolean>();
+    for (const name of SCENARIO_NAMES) {
+      await empty();
+      await insertEvents(t.store, scenarioEvents(name));
+      forms.add((await bothWays(name, {})).narrowed);
+    }
+    await empty();
+    await insertEvents(t.store, SCENARIO_NAMES.flatMap((name) => scenarioEvents(name)));
+    forms.add((await bothWays('all scenarios', {})).narrowed);
+    // both forms were exercised
+    expect([...forms].sort()).toEqual([false, true]);
+  });
+
+  describe('a generated world with both sources (each proxy 404 a server recorded)', () => {
+    const T0_MS = Date.UTC(2026, 10, 3);
+    beforeAll(async () => {
+      await empty();
+      let batch = 0;
+      const world = { events: 30_000, sessions: 250, principals: 6, services: 2, bootsPerService: 4, spanS: 6 * 3600, t0Micros: T0_MS * 1000, batchRows: 3_000 };
+      for (const chunk of generateEvents(world)) await t.store.insertJsonEachRow('events', chunk.body, { dedupToken: `narrowed-world:${batch++}` });
+    }, 120_000);
+
+    const iso = (s: number) => new Date(T0_MS + s * 1000).toISOString();
+    const ranges: Array<[string, Record<string, unknown>]> = [
+      ['the whole store', {}],
+      ['hours 1.5 to 4.25', { t_from: iso(5400), t_to: iso(15_300) }],
+      ['one service', { service: 'mcp-svc-1' }],
+      ['the other service, from hour 2', { service: 'mcp-svc-0', t_from: iso(7200) }],
+    ];
+
+    it('is narrowed, with the same rows, over whole and cut ranges and per service', async () => {
+      let serverMisses = 0;
+      for (const [label, params] of ranges) {
+        const { narrowed, rows } = await bothWays(label, params);
+        expect(narrowed, label).toBe(true);
+        serverMisses += rows.reduce((n, r) => n + Number(r.misses), 0);
+      }
+      expect(serverMisses).toBeGreaterThan(0);
+    });
+
+    it('runs the whole query where one proxy miss stands alone, and narrows again once a server records it (within 2 s: 1.5 s, not 2.5 s)', async () => {
+      const at = T0_MS + 3 * 3600 * 1000 + 123;
+      const stale = 'ffffffffffffffffffffffffffffff01';
+      await insertEvents(t.store, [
+        {
+          event_id: '00000000-0000-8000-8000-00000000a001',
+          event_type: 'proxy_access',
+          ts: at * 1000,
+          source: 'proxy',
+          service: 'mcp-svc-1',
+          http_method: 'POST',
+          url_path: '/mcp',
+          http_status: 404,
+          request_session_key: stale,
+          client_address: '10.9.9.9',
+          user_agent: 'node',
+        },
+      ]);
+      const before = await bothWays('one proxy miss alone', {});
+      expect(before.narrowed).toBe(false);
+      expect(proxyMisses(before.rows)).toBe(1);
+      // a server's miss on the same session 2.5 s later is another miss: still alone
+      const serverMiss = (id: string, offsetUs: number) => ({
+        event_id: id,
+        event_type: 'session_refused',
+        ts: at * 1000 + offsetUs,
+        source: 'server',
+        service: 'mcp-svc-1',
+        boot_id: 'late-boot',
+        session_key: stale,
+        reason: 'unknown_after_boot',
+        http_status: 404,
+      });
+      await insertEvents(t.store, [serverMiss('00000000-0000-8000-8000-00000000a002', 2_500_000)]);
+      expect((await bothWays('a server miss 2.5 s later', {})).narrowed).toBe(false);
+      await insertEvents(t.store, [serverMiss('00000000-0000-8000-8000-00000000a003', 1_500_000)]);
+      const after = await bothWays('a server miss 1.5 s later', {});
+      expect(after.narrowed).toBe(true);
+      expect(proxyMisses(after.rows)).toBe(0);
+    });
+  });
+});
