@@ -3,7 +3,7 @@
 // text lists each fragment once, before its readers.
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { bindParams, INTERNAL_PARAM_TYPES, NAMED_QUERIES, querySql, withQueryDefaults } from '../queries/index.ts';
+import { bindParams, INTERNAL_PARAM_TYPES, NAMED_QUERIES, NARROWED_QUERIES, querySql, withQueryDefaults } from '../queries/index.ts';
 
 const PLACEHOLDER = /\{([a-z_]+):([^}]+)\}/g;
 const fragments = readdirSync(new URL('../queries/sql/lib/', import.meta.url)).map((f) => f.replace(/\.sql$/, ''));
@@ -16,6 +16,16 @@ describe('named query composition', () => {
       for (const [, param, type] of sql.matchAll(PLACEHOLDER)) seen.set(param!, type!);
       expect(seen.size).toBeGreaterThan(0);
       for (const [param, type] of seen) expect({ param, type }).toEqual({ param, type: q.paramTypes[param] ?? INTERNAL_PARAM_TYPES[param] });
+    });
+  }
+
+  for (const [name, { check, sql }] of Object.entries(NARROWED_QUERIES)) {
+    it(`${name}: its narrowed form and its check read only the query's parameters, with their types`, () => {
+      for (const text of [querySql(sql), querySql(`checks/${check}`)]) {
+        const seen = [...text.matchAll(PLACEHOLDER)].map(([, param, type]) => ({ param, type }));
+        expect(seen.length).toBeGreaterThan(0);
+        for (const { param, type } of seen) expect({ param, type }).toEqual({ param, type: NAMED_QUERIES[name]!.paramTypes[param!] ?? INTERNAL_PARAM_TYPES[param!] });
+      }
     });
   }
 
