@@ -145,4 +145,26 @@ describe('refused_misses, narrowed where the servers recorded every proxy miss',
       expect(proxyMisses(after.rows)).toBe(0);
     });
   });
+  it('keeps a proxy miss that only a later copy of a server miss (same event_id, another time) lies near: the query counts the earliest copy, and so does the check', async () => {
+    const day = Date.UTC(2026, 11, 2) * 1000;
+    const stale = 'ffffffffffffffffffffffffffffff02';
+    const serverMiss = { event_id: '00000000-0000-8000-8000-00000000b001', event_type: 'session_refused', source: 'server', service: 'svc', environment: 'prod', boot_id: 'b1', reason: 'unknown_after_boot', http_status: 404 };
+    const proxyMiss = { event_id: '00000000-0000-8000-8000-00000000b002', event_type: 'proxy_access', source: 'proxy', service: 'svc', environment: 'prod', http_method: 'POST', url_path: '/mcp', http_status: 404, request_session_key: stale, session_key: stale, protocol_version: '2025-11-25', client_address: '10.0.0.1', user_agent: 'node' };
+    // the copies in one day, and across midnight (two partitions); the first copy on another session too
+    for (const [first, firstKey, later] of [
+      [day + 3_600e6, stale, day + 7_200e6],
+      [day + 3_600e6, 'ffffffffffffffffffffffffffffff03', day + 7_200e6],
+      [day - 1e6, stale, day + 1e6],
+    ] as const) {
+      await empty();
+      await insertEvents(t.store, [{ ...proxyMiss, ts: later + 500_000 }]);
+      await insertEvents(t.store, [{ ...serverMiss, ts: first, session_key: firstKey }]);
+      await insertEvents(t.store, [{ ...serverMiss, ts: later, session_key: stale }]);
+      for (const params of [{}, { service: 'svc' }, { environment: 'prod' }, { mcp_paths: ['/mcp'] }]) {
+        const { narrowed, rows } = await bothWays(`copies at ${first} and ${later}: ${JSON.stringify(params)}`, params);
+        expect(narrowed).toBe(false);
+        expect(proxyMisses(rows)).toBe(1);
+      }
+    }
+  });
 });

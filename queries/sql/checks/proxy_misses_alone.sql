@@ -4,9 +4,16 @@
 -- refused_misses.sql keeps, by its rule. Zero lets `refused_misses` run as
 -- narrowed/refused_misses.sql, without the proxy's inference. The servers' misses
 -- are their signal rows (server_signal_rows.sql), the same misses with the same
--- times as server_refused.sql's, without their arrivals.
+-- times as server_refused.sql's, without their arrivals: one copy of each event,
+-- the earliest, as server_refused.sql keeps (a copy of a server miss stamped with
+-- another time would otherwise match a proxy miss the query keeps).
 -- requires: proxy_signal_lines, server_signal_rows
 SELECT count() AS n
 FROM (SELECT skh, t FROM proxy_signal_lines WHERE refused AND skh != 0) AS m
-LEFT JOIN (SELECT skh, groupArray(t) AS ts FROM server_signal_rows WHERE refused GROUP BY skh) AS s ON s.skh = m.skh
+LEFT JOIN
+(
+    SELECT skh, groupArray(t) AS ts
+    FROM (SELECT event_id, skh, t FROM server_signal_rows WHERE refused ORDER BY event_id, ts LIMIT 1 BY event_id)
+    GROUP BY skh
+) AS s ON s.skh = m.skh
 WHERE NOT arrayExists(x -> abs(x - m.t) <= 2, s.ts)

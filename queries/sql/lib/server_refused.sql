@@ -39,10 +39,14 @@ srv AS
     FROM
     (
         -- FINAL keeps one copy per (ts, event_id); a copy of an event stamped with
-        -- another time is dropped here (the misses are counted)
+        -- another time is dropped here (the misses are counted): the earliest one is
+        -- kept, whatever the read order (without the ORDER BY the copy kept depended
+        -- on the plan, and the check proxy_misses_alone, which must match a proxy
+        -- miss against the same server misses, keeps the same one)
         SELECT event_id, service, boot_id, session_key, skh, reason, http_status, t, arh, clienth, own_client
         FROM server_signal_rows
         WHERE refused
+        ORDER BY event_id, ts
         LIMIT 1 BY event_id
     )
 ) AS refused_rows,
