@@ -7,6 +7,10 @@
 -- times as server_refused.sql's, without their arrivals: one copy of each event,
 -- the earliest, as server_refused.sql keeps (a copy of a server miss stamped with
 -- another time would otherwise match a proxy miss the query keeps).
+-- It can count a miss the query does not keep, never the reverse: a line delivered
+-- again with another status (a 404 that became a 200, same event_id and ts) stays a
+-- miss in proxy_signals, which only the refused lines reach, while proxy_lines
+-- keeps the newest copy; the full text then runs, with the same rows.
 -- requires: proxy_signal_lines, server_signal_rows
 SELECT count() AS n
 FROM (SELECT skh, t FROM proxy_signal_lines WHERE refused AND skh != 0) AS m
