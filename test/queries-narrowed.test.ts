@@ -1,14 +1,18 @@
-// refused_misses in its narrowed form (queries/registry.ts NARROWED_QUERIES): where
-// every refused miss the proxy logged was recorded by a server too, its rows are the
-// servers' alone, read without the proxy's restart inference. Both forms must give
-// the same rows, and the check (proxy_misses_alone) must count exactly the proxy
-// misses the query's own SQL keeps, so that it never narrows a query whose proxy
-// rows would have been there.
+// The named queries' narrowed forms (queries/registry.ts NARROWED_QUERIES).
+// - refused_misses: where every refused miss the proxy logged was recorded by a
+//   server too, its rows are the servers' alone, read without the proxy's restart
+//   inference. The check (proxy_misses_alone) must count exactly the proxy misses
+//   the query's own SQL keeps, so that it never narrows a query whose proxy rows
+//   would have been there.
+// - session_continuity: where no refused miss can be a session transition that no
+//   restart gap matches, the transitions are not computed. The check
+//   (unmatched_transitions) must count at least the unmatched transitions.
+// Both forms must give the same rows.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateEvents } from '../bench/generate-events.ts';
-import { bindInternalParams, bindParams, querySql, resolveQuerySql, runQuery } from '../queries/index.ts';
+import { bindInternalParams, bindParams, NARROWED_QUERIES, querySql, resolveQuerySql, runQuery, withFragments } from '../queries/index.ts';
 import { RETAINED_TABLES } from '../store/index.ts';
-import { insertEvents } from './fixtures/proxy-scenario.ts';
+import { insertEvents, proxyEvents, T0_MICROS, type FixtureRequest } from './fixtures/proxy-scenario.ts';
 import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
@@ -166,5 +170,137 @@ describe('refused_misses, narrowed where the servers recorded every proxy miss',
         expect(proxyMisses(rows)).toBe(1);
       }
     }
+  });
+});
+
+describe('session_continuity, narrowed where every proxy session transition is matched to a restart gap', () => {
+  /** session_continuity by its own SQL (never narrowed). */
+  async function ownContinuity(params: Record<string, unknown>): Promise<Rows> {
+    const sql = querySql('session_continuity');
+    return t.store.query(sql, await bindInternalParams(t.store, sql, bindParams('session_continuity', params)));
+  }
+  /** session_continuity by its narrowed SQL, whatever the check says. */
+  async function narrowedContinuity(params: Record<string, unknown>): Promise<Rows> {
+    const { sql, substitutes } = NARROWED_QUERIES.session_continuity!;
+    const text = querySql(sql, substitutes);
+    return t.store.query(text, await bindInternalParams(t.store, text, bindParams('session_continuity', params)));
+  }
+  /** The transitions no gap matches (lib/proxy_transitions.sql), counted directly. */
+  async function unmatched(params: Record<string, unknown>): Promise<number> {
+    const sql = withFragments('-- requires: proxy_transitions\nSELECT countIf(NOT matched) AS n FROM proxy_transitions');
+    const [row] = await t.store.query<{ n: number | string }>(sql, await bindInternalParams(t.store, sql, bindParams('session_continuity', params)));
+    return Number(row!.n);
+  }
+  async function check(params: Record<string, unknown>): Promise<number> {
+    const sql = querySql('checks/unmatched_transitions');
+    const [row] = await t.store.query<{ n: number | string }>(sql, await bindInternalParams(t.store, sql, bindParams('session_continuity', params)));
+    return Number(row!.n);
+  }
+
+  /**
+   * Runs session_continuity both ways over `params` and checks: the same rows (and
+   * order), the check counting at least the unmatched transitions, and the narrowed
+   * form used exactly when the check counts none.
+   */
+  async function continuityBothWays(label: string, params: Record<string, unknown>): Promise<{ narrowed: boolean; rows: Rows; checked: number; unmatched: number }> {
+    const own = await ownContinuity(params);
+    const { narrowed } = await resolveQuerySql(t.store, 'session_continuity', bindParams('session_continuity', params));
+    const rows = await runQuery(t.store, 'session_continuity', params);
+    expect(rows, label).toEqual(own);
+    const [checked, direct] = [await check(params), await unmatched(params)];
+    expect(checked, `${label}: the check counts every unmatched transition`).toBeGreaterThanOrEqual(direct);
+    expect(narrowed, `${label}: narrowed exactly when the check counts none`).toBe(checked === 0);
+    return { narrowed, rows, checked, unmatched: direct };
+  }
+
+  it('gives the same rows both ways in every scenario of SCENARIOS.md, and all of them together', async () => {
+    const forms = new Set<boolean>();
+    for (const name of SCENARIO_NAMES) {
+      await empty();
+      await insertEvents(t.store, scenarioEvents(name));
+      for (const params of [{}, { t_from: new Date(T0_MICROS / 1000 + 90_000).toISOString() }]) forms.add((await continuityBothWays(`${name} ${JSON.stringify(params)}`, params)).narrowed);
+    }
+    await empty();
+    await insertEvents(t.store, SCENARIO_NAMES.flatMap((name) => scenarioEvents(name)));
+    forms.add((await continuityBothWays('all scenarios', {})).narrowed);
+    expect([...forms].sort()).toEqual([false, true]);
+  });
+
+  it('gives the same rows both ways over a generated world with both sources, whole and cut ranges and per service', async () => {
+    await empty();
+    let batch = 0;
+    const t0Ms = Date.UTC(2026, 10, 3);
+    const world = { events: 30_000, sessions: 250, principals: 6, services: 2, bootsPerService: 4, spanS: 6 * 3600, t0Micros: t0Ms * 1000, batchRows: 3_000 };
+    for (const chunk of generateEvents(world)) await t.store.insertJsonEachRow('events', chunk.body, { dedupToken: `narrowed-continuity:${batch++}` });
+    const iso = (s: number) => new Date(t0Ms + s * 1000).toISOString();
+    // (this world's mcp-svc-1 has sessions refused with no 502 between their last 2xx
+    // and the refusal, which the check counts exactly; mcp-svc-0 from hour 2 has none)
+    const forms: boolean[] = [];
+    let survived = 0;
+    for (const params of [{}, { t_from: iso(5400), t_to: iso(15_300) }, { service: 'mcp-svc-1' }, { service: 'mcp-svc-0', t_from: iso(7200) }]) {
+      const { narrowed, rows, checked, unmatched } = await continuityBothWays(JSON.stringify(params), params);
+      expect(checked, JSON.stringify(params)).toBe(unmatched);
+      forms.push(narrowed);
+      survived += rows.reduce((n, r) => n + Number(r.survived_1), 0);
+    }
+    expect(forms).toEqual([false, false, false, true]);
+    expect(survived).toBeGreaterThan(0);
+  }, 120_000);
+
+  describe('a restart the proxy saw only as refused sessions (no 502), and the same with a 502 in the gap', () => {
+    const svc = (reqs: FixtureRequest[]) => proxyEvents(reqs).map((e) => ({ ...e, service: 'svc' }));
+    // two sessions served, then both refused 100 s in: a restart with no 502 (one
+    // cluster of transitions, from 25 s to 100 s); a third session served before and
+    // after it, which survived it
+    const base: FixtureRequest[] = [
+      { at: 0, status: 200, minted: 'n-1' },
+      { at: 10, status: 200, sid: 'n-1' },
+      { at: 20, status: 200, sid: 'n-1' },
+      { at: 5, status: 200, minted: 'n-2', ip: '10.0.0.2' },
+      { at: 25, status: 200, sid: 'n-2', ip: '10.0.0.2' },
+      { at: 100, status: 404, sid: 'n-1' },
+      { at: 101, status: 404, sid: 'n-2', ip: '10.0.0.2' },
+      { at: 1, status: 200, minted: 'n-3', ip: '10.0.0.3' },
+      { at: 2, status: 200, sid: 'n-3', ip: '10.0.0.3' },
+      { at: 200, status: 200, sid: 'n-3', ip: '10.0.0.3' },
+    ];
+    const ranges: Array<Record<string, unknown>> = [{}, { t_from: new Date(T0_MICROS / 1000 - 500).toISOString(), t_to: new Date(T0_MICROS / 1000 + 600_000).toISOString() }, { service: 'svc' }];
+    const survived = (rows: Rows) => rows.reduce((n, r) => n + Number(r.survived_1), 0);
+
+    it('runs the whole query where a transition is unmatched: its restart is a span the narrowed form would miss', async () => {
+      await empty();
+      await insertEvents(t.store, svc(base));
+      for (const params of ranges) {
+        const { narrowed, rows, checked, unmatched } = await continuityBothWays(`no 502 ${JSON.stringify(params)}`, params);
+        expect({ narrowed, unmatched }).toEqual({ narrowed: false, unmatched: 2 });
+        expect(checked).toBe(2);
+        expect(survived(rows)).toBe(1);
+        // the narrowed text alone would have dropped the restart, and the survivor
+        expect(survived(await narrowedContinuity(params))).toBe(0);
+      }
+    });
+
+    it('narrows once a 502 lies between each 2xx and its refusal (the gap is the span)', async () => {
+      await empty();
+      await insertEvents(t.store, svc([...base, { at: 50, status: 502, proxyGenerated: true, ip: '10.0.0.9' }]));
+      for (const params of ranges) {
+        const { narrowed, rows, unmatched } = await continuityBothWays(`a 502 ${JSON.stringify(params)}`, params);
+        expect({ narrowed, unmatched }).toEqual({ narrowed: true, unmatched: 0 });
+        expect(survived(rows)).toBe(1);
+      }
+    });
+
+    it('runs the whole query where a refused session got a 2xx again in the same hour (the check cannot tell it from an unmatched one)', async () => {
+      await empty();
+      await insertEvents(t.store, svc([...base, { at: 50, status: 502, proxyGenerated: true, ip: '10.0.0.9' }, { at: 150, status: 200, sid: 'n-1' }]));
+      // (read from the rollup: one hour with a 2xx before the 502 and one after the
+      // refusal; read from the lines, under a filter or a range that cuts the hour,
+      // each 2xx is its own and the check counts nothing)
+      for (const params of ranges) {
+        const { narrowed, checked, unmatched } = await continuityBothWays(`a 2xx after the refusal ${JSON.stringify(params)}`, params);
+        const fromRollup = Object.keys(params).length === 0;
+        expect({ narrowed, unmatched, checked }).toEqual({ narrowed: !fromRollup, unmatched: 0, checked: fromRollup ? 1 : 0 });
+      }
+    });
   });
 });

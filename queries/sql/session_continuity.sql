@@ -16,6 +16,9 @@
 --                        (before the earlier and after the later of the restart's down_from and up_at)
 -- Each session's facts come from the fragment session_facts (how each is read: see
 -- there), the restarts from restart_spans: the restarts the `restarts` query lists.
+-- Where checks/unmatched_transitions.sql counts nothing, runQuery reads this text with
+-- proxy_transitions empty (lib/no_proxy_transitions.sql; queries/registry.ts
+-- NARROWED_QUERIES): no transition then adds a span.
 -- requires: session_facts, restart_spans
 SELECT
     ua_family,
@@ -27,9 +30,14 @@ SELECT
     countIf(is_stale AND NOT is_recovered) AS unrecovered_stale,
     countIf(is_stale AND NOT is_recovered AND NOT refused_before_range) AS unrecovered_new,
     countIf(is_abandoned) AS abandoned_after_failure,
-    countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 1) AS survived_1,
-    countIf(last_ok_t > 0 AND arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans) >= 2) AS survived_2
-FROM session_facts AS s
-CROSS JOIN (SELECT groupArray((lo, hi)) AS spans FROM restart_spans) AS x
+    countIf(crossed >= 1) AS survived_1,
+    countIf(crossed >= 2) AS survived_2
+FROM
+(
+    -- the restarts the session straddled: 2xx before the span and after it
+    SELECT s.*, if(s.last_ok_t > 0, arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans), 0) AS crossed
+    FROM session_facts AS s
+    CROSS JOIN (SELECT groupArray((lo, hi)) AS spans FROM restart_spans) AS x
+)
 GROUP BY ua_family, origin
 ORDER BY sessions DESC
