@@ -460,7 +460,9 @@ function parseParams(
  *   reference of a fragment.
  * - `whole_hour_lo`, `whole_hour_hi`, `whole_from`, `whole_to`: the hours the range
  *   covers whole ({@link wholeHours}), which readers of the hourly rollups take from
- *   them: seconds for the rollups' `DateTime` hours, and the same bounds as
+ *   them (and `whole_day_lo`, `whole_day_hi`: the days among them, which
+ *   `session_facts` takes from the daily rollups of 0016): seconds for the rollups'
+ *   `DateTime` hours, and the same bounds as
  *   `DateTime64` for the row tables' `ts` (compared with a `DateTime`, the engine
  *   skipped granules of a `DateTime64` key that start in the second before the
  *   bound: test/queries-datetime-bounds.test.ts).
@@ -474,6 +476,8 @@ export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.fre
   endpoint_paths: 'Array(String)',
   whole_hour_lo: 'UInt32',
   whole_hour_hi: 'UInt32',
+  whole_day_lo: 'UInt32',
+  whole_day_hi: 'UInt32',
   whole_from: "DateTime64(6, 'UTC')",
   whole_to: "DateTime64(6, 'UTC')",
   proxy_gap_minutes: "Array(DateTime('UTC'))",
@@ -483,6 +487,7 @@ export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.fre
 /** The rollups' last hour: their `ts` is a DateTime (UInt32 seconds, up to 2106-02-07 06:28:15 UTC), whose last hour starts at 06:00:00. */
 const LAST_ROLLUP_HOUR_S = 4_294_965_600;
 const HOUR_US = 3_600_000_000;
+const DAY_S = 86_400;
 const MINUTE_US = 60_000_000;
 
 /**
@@ -492,14 +497,17 @@ const MINUTE_US = 60_000_000;
  * `t_from` rounded up to the hour and `whole_hour_hi` `t_to` rounded down. A reader
  * takes those hours from a rollup and the hours the range cuts from the rows, so any
  * range is exact. The range holds no whole hour when `whole_hour_lo >= whole_hour_hi`.
+ * `[whole_day_lo, whole_day_hi)`: the UTC days among those hours (the daily rollups,
+ * schema/migrations/0016; `whole_hour_lo` rounded up to the day and `whole_hour_hi`
+ * down; none when `whole_day_lo >= whole_day_hi`).
  * Times before 1970 count as 1970 and hours after the rollups' last one are not
  * whole: a rollup's DateTime holds neither. `whole_from` and `whole_to` are the same
- * bounds as bound times ('YYYY-MM-DD hh:mm:ss.ffffff', UTC), for the row tables.
+ * bounds as the hours' as bound times ('YYYY-MM-DD hh:mm:ss.ffffff', UTC), for the row tables.
  * @param bound the bound common parameters: `t_from`, `t_to` as {@link bindParams}
  *   returns them ('YYYY-MM-DD hh:mm:ss.ffffff', UTC).
  * @throws RangeError when either time is not such a text.
  */
-export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: number; whole_hour_hi: number; whole_from: string; whole_to: string } {
+export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: number; whole_hour_hi: number; whole_day_lo: number; whole_day_hi: number; whole_from: string; whole_to: string } {
   const us = (k: 't_from' | 't_to'): number => {
     const v = parseTimeMicros(String(bound[k]));
     if (v === undefined) throw new RangeError(`${k} is not a bound time: ${String(bound[k])}`);
@@ -507,7 +515,14 @@ export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: num
   };
   const lo = Math.min(Math.ceil(us('t_from') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
   const hi = Math.min(Math.floor(us('t_to') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
-  return { whole_hour_lo: lo, whole_hour_hi: hi, whole_from: formatTimeMicros(lo * 1e6), whole_to: formatTimeMicros(hi * 1e6) };
+  return {
+    whole_hour_lo: lo,
+    whole_hour_hi: hi,
+    whole_day_lo: Math.ceil(lo / DAY_S) * DAY_S,
+    whole_day_hi: Math.floor(hi / DAY_S) * DAY_S,
+    whole_from: formatTimeMicros(lo * 1e6),
+    whole_to: formatTimeMicros(hi * 1e6),
+  };
 }
 
 /**
@@ -520,7 +535,7 @@ export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: num
  */
 export async function bindInternalParams(store: Store, sql: string, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<Record<string, unknown>> {
   if (sql.includes('{endpoint_paths:') || sql.includes('{proxy_gap_')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
-  if (/\{whole_(hour_lo|hour_hi|from|to):/.test(sql)) Object.assign(bound, wholeHours(bound));
+  if (/\{whole_(hour_lo|hour_hi|day_lo|day_hi|from|to):/.test(sql)) Object.assign(bound, wholeHours(bound));
   if (sql.includes('{proxy_gap_')) {
     const gaps = await resolveProxyGapWindow(store, bound, memo);
     bound.proxy_gap_minutes = gaps.minutes;

@@ -160,7 +160,7 @@ export async function migrate(
  * tables materialized views fill from it (schema/migrations/0006 on; the rollups
  * of 0008 and arrival_outcomes of 0010/0011 keep the hour in `ts`; the signal rows
  * of 0012 are copies of rows of proxy_access and server_requests; the paths by the
- * hour of 0014). Each has
+ * hour of 0014; the session rollups by the day of 0016 keep the day). Each has
  * `TTL toDateTime(ts) + …`.
  */
 export const RETAINED_TABLES: readonly string[] = [
@@ -173,6 +173,8 @@ export const RETAINED_TABLES: readonly string[] = [
   'proxy_signals',
   'server_signals',
   'proxy_paths',
+  'proxy_sessions_daily',
+  'server_sessions_daily',
 ];
 
 /**

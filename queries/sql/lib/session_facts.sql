@@ -23,16 +23,18 @@
 -- an existence, a minimum or a maximum, so a re-delivered copy of an event changes
 -- nothing.
 --
--- Where the facts come from (schema/migrations/0008):
---  * per session: the hours t_from..t_to covers whole come from the rollups
---    proxy_sessions and server_sessions, the hours it cuts from the rows, combined
---    with the same functions, so any range is exact. A line re-imported under
---    another --service keeps its old label in the rollup (a rollup cannot forget),
---    so when a service or environment filter is given the proxy facts come from
---    the rows, read with FINAL (a relabelled line counts under its newest label);
---    without a filter a label changes nothing here. The server's requests are
---    read without FINAL, as before the rollups (a relabelled server event counts
---    under both labels until a merge), so the server rollup serves every case.
+-- Where the facts come from (schema/migrations/0008, 0016):
+--  * per session: the days t_from..t_to covers whole come from the daily rollups
+--    proxy_sessions_daily and server_sessions_daily (0016), its other whole hours
+--    from the hourly proxy_sessions and server_sessions, the hours it cuts from the
+--    rows, combined with the same functions, so any range is exact. A line
+--    re-imported under another --service keeps its old label in a rollup (a rollup
+--    cannot forget), so when a service or environment filter is given the proxy
+--    facts come from the rows, read with FINAL (a relabelled line counts under its
+--    newest label); without a filter a label changes nothing here. The server's
+--    requests are read without FINAL, as before the rollups (a relabelled server
+--    event counts under both labels until a merge), so the server rollups serve
+--    every case.
 --  * the rare rows (proxy refused misses, server refused misses and initializes,
 --    re-mints) come from the rows: refused misses and initializes from the
 --    signal rows (schema/migrations/0012), both read with FINAL (a relabelled one
@@ -43,6 +45,10 @@ WITH
 -- queries/registry.ts wholeHours)
 {whole_hour_lo:UInt32} AS hour_lo,
 {whole_hour_hi:UInt32} AS hour_hi,
+-- the days among them, read whole from the daily rollups (0016): [day_lo, day_hi)
+-- (empty when day_lo >= day_hi)
+{whole_day_lo:UInt32} AS day_lo,
+{whole_day_hi:UInt32} AS day_hi,
 hour_lo < hour_hi AS whole_hours,
 whole_hours AND {service:String} = '' AND {environment:String} = '' AS proxy_rollup,
 {whole_from:DateTime64(6, 'UTC')} AS whole_from,
@@ -175,8 +181,14 @@ per_source AS
         FROM
         (
             SELECT h, client, ua_family, origin, used, minted, first_ok, last_ok, last, last_refused
+            FROM proxy_sessions_daily
+            WHERE proxy_rollup AND ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC')
+              AND url_path IN {endpoint_paths:Array(String)}
+            UNION ALL
+            SELECT h, client, ua_family, origin, used, minted, first_ok, last_ok, last, last_refused
             FROM proxy_sessions
             WHERE proxy_rollup AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+              AND NOT (ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC'))
               AND url_path IN {endpoint_paths:Array(String)}
             UNION ALL
             SELECT if(skh != 0, skh, rkh) AS h, clienth, toString(ua_family), toString(origin), toUInt8(skh != 0), toUInt8(init),
@@ -198,8 +210,15 @@ per_source AS
         FROM
         (
             SELECT h, client, ua_family, used, minted, first_ok, last_ok, last_t, last, last_refused
+            FROM server_sessions_daily
+            WHERE ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC')
+              AND ({service:String} = '' OR service = {service:String})
+              AND ({environment:String} = '' OR environment = {environment:String})
+            UNION ALL
+            SELECT h, client, ua_family, used, minted, first_ok, last_ok, last_t, last, last_refused
             FROM server_sessions
             WHERE whole_hours AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
+              AND NOT (ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC'))
               AND ({service:String} = '' OR service = {service:String})
               AND ({environment:String} = '' OR environment = {environment:String})
               AND h != 0
