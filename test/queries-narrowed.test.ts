@@ -290,6 +290,17 @@ describe('session_continuity, narrowed where every proxy session transition is m
       }
     });
 
+    it('counts each refused miss line, two of one session at the same microsecond too (each is a transition of its own)', async () => {
+      await empty();
+      // n-1's 404 logged twice at 100 s (two lines, two event ids): two unmatched
+      // transitions, which the check once counted as one (by session and time)
+      await insertEvents(t.store, svc([...base, { at: 100, status: 404, sid: 'n-1' }]));
+      for (const params of ranges) {
+        const { narrowed, checked, unmatched } = await continuityBothWays(`a miss logged twice ${JSON.stringify(params)}`, params);
+        expect({ narrowed, unmatched, checked }).toEqual({ narrowed: false, unmatched: 3, checked: 3 });
+      }
+    });
+
     it('runs the whole query where a refused session got a 2xx again in the same hour (the check cannot tell it from an unmatched one)', async () => {
       await empty();
       await insertEvents(t.store, svc([...base, { at: 50, status: 502, proxyGenerated: true, ip: '10.0.0.9' }, { at: 150, status: 200, sid: 'n-1' }]));

@@ -14,7 +14,9 @@
 -- lines) has its first 2xx before the miss and its last at or after g. The check
 -- counts the misses with such an hour: it can count a miss that is no unmatched
 -- transition (2xx before g and after the miss in one hour, a rollup row a re-import
--- relabelled), never miss one. Times are compared as the float seconds the fragments
+-- relabelled), never miss one. Each miss is its line (event_id and time): two lines of
+-- one session at the same microsecond are two transitions (proxy_refused.sql keeps
+-- both), so they are counted apart. Times are compared as the float seconds the fragments
 -- compare (distinct microseconds stay distinct and ordered at these magnitudes), with
 -- `<=` where the transition's rule is `<`.
 -- requires: proxy_lines, proxy_signal_lines
@@ -24,8 +26,8 @@ WITH
 hour_lo < hour_hi AND {service:String} = '' AND {environment:String} = '' AS proxy_rollup,
 windows AS
 (
-    SELECT m.skh AS skh, m.t AS t, g.t AS g
-    FROM (SELECT service, skh, t FROM proxy_signal_lines WHERE refused AND skh != 0) AS m
+    SELECT m.event_id AS event_id, m.skh AS skh, m.t AS t, g.t AS g
+    FROM (SELECT event_id, service, skh, t FROM proxy_signal_lines WHERE refused AND skh != 0) AS m
     ASOF LEFT JOIN
     (
         SELECT service, t FROM proxy_signal_lines
@@ -43,7 +45,7 @@ ok_hours AS
     SELECT skh AS h, t AS first_ok, t AS last_ok FROM proxy_lines
     WHERE NOT (proxy_rollup AND ts >= {whole_from:DateTime64(6, 'UTC')} AND ts < {whole_to:DateTime64(6, 'UTC')}) AND ok AND skh != 0
 )
-SELECT uniqExact(w.skh, w.t) AS n
+SELECT uniqExact(w.event_id, w.t) AS n
 FROM ok_hours AS o
 INNER JOIN windows AS w ON w.skh = o.h
 WHERE o.first_ok <= w.t AND o.last_ok >= w.g
