@@ -518,7 +518,9 @@ export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: num
   return {
     whole_hour_lo: lo,
     whole_hour_hi: hi,
-    whole_day_lo: Math.ceil(lo / DAY_S) * DAY_S,
+    // (at most the last hour: rounded up from a time after 2106-02-07 00:00, the day
+    // would overflow the UInt32 it is bound as, and wrap to 1970)
+    whole_day_lo: Math.min(Math.ceil(lo / DAY_S) * DAY_S, LAST_ROLLUP_HOUR_S),
     whole_day_hi: Math.floor(hi / DAY_S) * DAY_S,
     whole_from: formatTimeMicros(lo * 1e6),
     whole_to: formatTimeMicros(hi * 1e6),

@@ -40,6 +40,9 @@ describe('the hours a range covers whole (wholeHours)', () => {
     expect(whole('2026-11-30 04:10:00', '2026-11-30 07:55:00')).toEqual({
       whole_hour_lo: s('2026-11-30T05:00:00Z'),
       whole_hour_hi: s('2026-11-30T07:00:00Z'),
+      // (no whole day: lo >= hi)
+      whole_day_lo: s('2026-12-01T00:00:00Z'),
+      whole_day_hi: s('2026-11-30T00:00:00Z'),
       whole_from: '2026-11-30 05:00:00.000000',
       whole_to: '2026-11-30 07:00:00.000000',
     });
@@ -53,10 +56,18 @@ describe('the hours a range covers whole (wholeHours)', () => {
     expect(whole('1960-01-01 00:00:00', '2199-01-01 00:00:00')).toEqual({
       whole_hour_lo: 0,
       whole_hour_hi: 4_294_965_600,
+      whole_day_lo: 0,
+      whole_day_hi: 4_294_944_000,
       whole_from: '1970-01-01 00:00:00.000000',
       whole_to: '2106-02-07 06:00:00.000000',
     });
     const late = whole('2150-01-01 00:00:00', '2199-01-01 00:00:00');
     expect(late.whole_hour_lo).toBeGreaterThanOrEqual(late.whole_hour_hi);
+    expect(late.whole_day_lo).toBeGreaterThanOrEqual(late.whole_day_hi);
+    // the rollups' last day, cut: the day rounded up from 01:00 would be 2106-02-08,
+    // past the UInt32 the bound is, and wrapped to 1970 it made 1970-2106 whole days
+    const last = whole('2106-02-07 01:00:00', '2199-01-01 00:00:00');
+    expect(last.whole_day_lo).toBeLessThanOrEqual(2 ** 32 - 1);
+    expect(last.whole_day_lo).toBeGreaterThanOrEqual(last.whole_day_hi);
   });
 });

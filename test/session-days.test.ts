@@ -91,6 +91,13 @@ describe('the session rollups by the day (migration 0016)', () => {
     ] as const) {
       expect(await continuity({ t_from: from, t_to: to }), `${what}: ${from} - ${to}`).toEqual(both);
     }
+    // a range from the last day the rollups' DateTime holds (2106-02-07, whose last
+    // whole hour is 05:00-06:00): no whole day, and none of the data (the day rounded
+    // up from 01:00 overflowed the UInt32 it is bound as and wrapped to 1970, so the
+    // daily rollups were read from 1970 to 2106-02-07 and every session counted)
+    expect(wholeHours({ t_from: '2106-02-07 01:00:00.000000', t_to: '2199-01-01 00:00:00.000000' }).whole_day_lo).toBeLessThanOrEqual(2 ** 32 - 1);
+    for (const t_from of ['2106-02-07 00:00:00.000001', '2106-02-07 01:00:00', '2106-02-07 05:59:59'])
+      expect(await continuity({ t_from, t_to: '2199-01-01 00:00:00' }), t_from).toEqual([]);
     // windows that end or begin inside the data, against the rows alone
     expect(await continuity({ t_from: at(1, 0), t_to: at(2, 0, 20) })).toEqual(await continuity({ t_from: at(1, 23, 10), t_to: at(2, 0, 20) }));
     expect(await continuity({ t_from: at(2, 0, 20), t_to: '2026-12-04 00:00:00' })).toEqual(await continuity({ t_from: at(2, 0, 20), t_to: at(3, 0, 55) }));
