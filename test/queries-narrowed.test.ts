@@ -31,18 +31,19 @@ async function empty(): Promise<void> {
   for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
 }
 
-/** refused_misses by its own SQL (never narrowed). */
-async function ownRows(params: Record<string, unknown>): Promise<Rows> {
-  const sql = querySql('refused_misses');
-  return t.store.query(sql, await bindInternalParams(t.store, sql, bindParams('refused_misses', params)));
+/** The rows of SQL text `sql` over named query `name`'s parameters `params` (internal ones resolved). */
+async function rowsOf(sql: string, name: string, params: Record<string, unknown>): Promise<Rows> {
+  return t.store.query(sql, await bindInternalParams(t.store, sql, bindParams(name, params)));
+}
+/** The count `n` a check (or any text returning one row with `n`) gives over `name`'s parameters. */
+async function countOf(sql: string, name: string, params: Record<string, unknown>): Promise<number> {
+  return Number((await rowsOf(sql, name, params))[0]!.n);
 }
 
+/** refused_misses by its own SQL (never narrowed). */
+const ownRows = (params: Record<string, unknown>) => rowsOf(querySql('refused_misses'), 'refused_misses', params);
 /** The check's count: the proxy misses no server recorded. */
-async function alone(params: Record<string, unknown>): Promise<number> {
-  const sql = querySql('checks/proxy_misses_alone');
-  const [row] = await t.store.query<{ n: number | string }>(sql, await bindInternalParams(t.store, sql, bindParams('refused_misses', params)));
-  return Number(row!.n);
-}
+const alone = (params: Record<string, unknown>) => countOf(querySql('checks/proxy_misses_alone'), 'refused_misses', params);
 
 const proxyMisses = (rows: Rows): number => rows.filter((r) => r.source === 'proxy').reduce((n, r) => n + Number(r.misses), 0);
 const key = (r: Record<string, unknown>) => JSON.stringify(Object.entries(r).sort(([a], [b]) => a.localeCompare(b)));
@@ -175,27 +176,16 @@ describe('refused_misses, narrowed where the servers recorded every proxy miss',
 
 describe('session_continuity, narrowed where every proxy session transition is matched to a restart gap', () => {
   /** session_continuity by its own SQL (never narrowed). */
-  async function ownContinuity(params: Record<string, unknown>): Promise<Rows> {
-    const sql = querySql('session_continuity');
-    return t.store.query(sql, await bindInternalParams(t.store, sql, bindParams('session_continuity', params)));
-  }
+  const ownContinuity = (params: Record<string, unknown>) => rowsOf(querySql('session_continuity'), 'session_continuity', params);
   /** session_continuity by its narrowed SQL, whatever the check says. */
-  async function narrowedContinuity(params: Record<string, unknown>): Promise<Rows> {
+  const narrowedContinuity = (params: Record<string, unknown>) => {
     const { sql, substitutes } = NARROWED_QUERIES.session_continuity!;
-    const text = querySql(sql, substitutes);
-    return t.store.query(text, await bindInternalParams(t.store, text, bindParams('session_continuity', params)));
-  }
+    return rowsOf(querySql(sql, substitutes), 'session_continuity', params);
+  };
   /** The transitions no gap matches (lib/proxy_transitions.sql), counted directly. */
-  async function unmatched(params: Record<string, unknown>): Promise<number> {
-    const sql = withFragments('-- requires: proxy_transitions\nSELECT countIf(NOT matched) AS n FROM proxy_transitions');
-    const [row] = await t.store.query<{ n: number | string }>(sql, await bindInternalParams(t.store, sql, bindParams('session_continuity', params)));
-    return Number(row!.n);
-  }
-  async function check(params: Record<string, unknown>): Promise<number> {
-    const sql = querySql('checks/unmatched_transitions');
-    const [row] = await t.store.query<{ n: number | string }>(sql, await bindInternalParams(t.store, sql, bindParams('session_continuity', params)));
-    return Number(row!.n);
-  }
+  const unmatched = (params: Record<string, unknown>) =>
+    countOf(withFragments('-- requires: proxy_transitions\nSELECT countIf(NOT matched) AS n FROM proxy_transitions'), 'session_continuity', params);
+  const check = (params: Record<string, unknown>) => countOf(querySql('checks/unmatched_transitions'), 'session_continuity', params);
 
   /**
    * Runs session_continuity both ways over `params` and checks: the same rows (and
