@@ -24,6 +24,28 @@ challenge_events AS
       AND ({environment:String} = '' OR environment = {environment:String})
     LIMIT 1 BY event_id
 ),
+server_challenges AS
+(
+    -- server-recorded challenges: the client is its user agent and principal
+    SELECT ts, toUnixTimestamp64Micro(ts) / 1e6 AS t, user_agent, challenge_class, http_status,
+           toUInt8(1) AS is_server, reinterpretAsUInt128(sipHash128(concat(user_agent, ' ', principal_key))) AS clienth,
+           if(session_key = '', toUInt128(0), reinterpretAsUInt128(sipHash128(session_key))) AS skh
+    FROM challenge_events
+    WHERE source = 'server'
+),
+-- where a server recorded the challenge, the proxy's line for the same request
+-- (same user agent within 2 s) is not counted again: the proxy's challenge events
+-- left are dropped before they are paired with their lines (a pairing partition
+-- below shares its ts and user agent, so it is dropped whole or kept whole)
+server_times AS (SELECT user_agent, t, toUInt8(1) AS hit FROM server_challenges),
+proxy_alone AS
+(
+    -- the first server challenge of the same user agent at or after c.t - 2 s
+    SELECT c.*
+    FROM (SELECT *, toUnixTimestamp64Micro(ts) / 1e6 AS t FROM challenge_events WHERE source = 'proxy') AS c
+    ASOF LEFT JOIN server_times AS st ON st.user_agent = c.user_agent AND st.t >= c.t - 2
+    WHERE NOT (st.hit = 1 AND st.t <= c.t + 2)
+),
 proxy_challenges AS
 (
     -- joined to its own access line for the client and session: the line of the
@@ -40,8 +62,7 @@ proxy_challenges AS
     (
         SELECT ts, user_agent, principal_key, session_key, challenge_class, http_status,
                row_number() OVER (PARTITION BY ts, user_agent, principal_key, session_key, http_status ORDER BY event_id) AS k
-        FROM challenge_events
-        WHERE source = 'proxy'
+        FROM proxy_alone
     ) AS c
     INNER JOIN
     (
@@ -53,6 +74,10 @@ proxy_challenges AS
             SELECT event_id, ts, user_agent, principal_key, if(sk != '', sk, rk) AS session_key, http_status, clienth, skh
             FROM proxy_signals FINAL
             WHERE http_status IN (401, 403)
+              -- only the lines a counted challenge can pair with: where every proxy challenge
+              -- was a server's too, no line is numbered or hashed for the join (10M events:
+              -- the challenge_counts check 130 -> 86 ms, medians of 5 side by side)
+              AND (ts, user_agent) IN (SELECT ts, user_agent FROM proxy_alone)
               AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
               AND ({service:String} = '' OR service = {service:String})
               AND ({environment:String} = '' OR environment = {environment:String})
@@ -60,26 +85,6 @@ proxy_challenges AS
         )
     ) AS p ON p.ts = c.ts AND p.user_agent = c.user_agent AND p.principal_key = c.principal_key AND p.session_key = c.session_key
         AND p.http_status = c.http_status AND p.k = c.k
-),
-server_challenges AS
-(
-    -- server-recorded challenges: the client is its user agent and principal
-    SELECT ts, toUnixTimestamp64Micro(ts) / 1e6 AS t, user_agent, challenge_class, http_status,
-           toUInt8(1) AS is_server, reinterpretAsUInt128(sipHash128(concat(user_agent, ' ', principal_key))) AS clienth,
-           if(session_key = '', toUInt128(0), reinterpretAsUInt128(sipHash128(session_key))) AS skh
-    FROM challenge_events
-    WHERE source = 'server'
-),
--- where a server recorded the challenge, the proxy's line for the same request
--- (same user agent within 2 s) is not counted again
-server_times AS (SELECT user_agent, t, toUInt8(1) AS hit FROM server_challenges)
-SELECT *
-FROM
-(
-    SELECT * FROM server_challenges
-    UNION ALL
-    -- the first server challenge of the same user agent at or after p.t - 2 s
-    SELECT p.* FROM proxy_challenges AS p
-    ASOF LEFT JOIN server_times AS st ON st.user_agent = p.user_agent AND st.t >= p.t - 2
-    WHERE NOT (st.hit = 1 AND st.t <= p.t + 2)
 )
+SELECT *
+FROM (SELECT * FROM server_challenges UNION ALL SELECT * FROM proxy_challenges)
