@@ -466,6 +466,10 @@ function parseParams(
  *   `DateTime64` for the row tables' `ts` (compared with a `DateTime`, the engine
  *   skipped granules of a `DateTime64` key that start in the second before the
  *   bound: test/queries-datetime-bounds.test.ts).
+ * - `whole_minute_lo`, `whole_minute_hi`, `whole_minute_from`, `whole_minute_to`:
+ *   the minutes the range covers whole ({@link wholeMinutes}), which auth_challenges
+ *   reads from the 2xx by the minute (`ok_minutes`, schema/migrations/0017); the same
+ *   pairs of types as the hours'.
  * - `proxy_gap_minutes`, `proxy_gap_scan`: the minutes of the proxy's lines the
  *   restart gaps (fragment `proxy_seq`) read, and whether they must read every line
  *   instead ({@link resolveProxyGapWindow}). As constants the minutes select granules
@@ -480,6 +484,10 @@ export const INTERNAL_PARAM_TYPES: Readonly<Record<string, string>> = Object.fre
   whole_day_hi: 'UInt32',
   whole_from: "DateTime64(6, 'UTC')",
   whole_to: "DateTime64(6, 'UTC')",
+  whole_minute_lo: 'UInt32',
+  whole_minute_hi: 'UInt32',
+  whole_minute_from: "DateTime64(6, 'UTC')",
+  whole_minute_to: "DateTime64(6, 'UTC')",
   proxy_gap_minutes: "Array(DateTime('UTC'))",
   proxy_gap_scan: 'UInt8',
 });
@@ -527,6 +535,30 @@ export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: num
   };
 }
 
+/** The last minute a DateTime holds whole starts at 2106-02-07 06:27:00 UTC (its last second is 06:28:15). */
+const LAST_WHOLE_MINUTE_S = 4_294_967_220;
+
+/**
+ * The minutes that `[t_from, t_to)` covers whole, as `ok_minutes` keys them
+ * (schema/migrations/0017): `[whole_minute_lo, whole_minute_hi)` in seconds since the
+ * epoch, `t_from` rounded up to the minute and `t_to` down; none when
+ * `whole_minute_lo >= whole_minute_hi`. `whole_minute_from` and `whole_minute_to`: the
+ * same bounds as bound times, for the row tables. Times before 1970 count as 1970;
+ * minutes after the last one a DateTime holds whole are not whole.
+ * @param bound the bound common parameters, as {@link wholeHours} takes them.
+ * @throws RangeError when either time is not a bound time.
+ */
+export function wholeMinutes(bound: Record<string, unknown>): { whole_minute_lo: number; whole_minute_hi: number; whole_minute_from: string; whole_minute_to: string } {
+  const us = (k: 't_from' | 't_to'): number => {
+    const v = parseTimeMicros(String(bound[k]));
+    if (v === undefined) throw new RangeError(`${k} is not a bound time: ${String(bound[k])}`);
+    return Math.max(v, 0);
+  };
+  const lo = Math.min(Math.ceil(us('t_from') / MINUTE_US) * 60, LAST_WHOLE_MINUTE_S);
+  const hi = Math.min(Math.floor(us('t_to') / MINUTE_US) * 60, LAST_WHOLE_MINUTE_S);
+  return { whole_minute_lo: lo, whole_minute_hi: hi, whole_minute_from: formatTimeMicros(lo * 1e6), whole_minute_to: formatTimeMicros(hi * 1e6) };
+}
+
 /**
  * Adds to `bound` (in place) the internal parameters ({@link INTERNAL_PARAM_TYPES})
  * that `sql` reads, and returns it. `bound` must hold the common parameters, as
@@ -538,6 +570,7 @@ export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: num
 export async function bindInternalParams(store: Store, sql: string, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<Record<string, unknown>> {
   if (sql.includes('{endpoint_paths:') || sql.includes('{proxy_gap_')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
   if (/\{whole_(hour_lo|hour_hi|day_lo|day_hi|from|to):/.test(sql)) Object.assign(bound, wholeHours(bound));
+  if (sql.includes('{whole_minute_')) Object.assign(bound, wholeMinutes(bound));
   if (sql.includes('{proxy_gap_')) {
     const gaps = await resolveProxyGapWindow(store, bound, memo);
     bound.proxy_gap_minutes = gaps.minutes;

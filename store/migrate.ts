@@ -175,6 +175,7 @@ export const RETAINED_TABLES: readonly string[] = [
   'proxy_paths',
   'proxy_sessions_daily',
   'server_sessions_daily',
+  'ok_minutes',
 ];
 
 /**

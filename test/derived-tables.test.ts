@@ -114,6 +114,8 @@ describe('a store made before the derived tables', () => {
     for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
     const derived = ['proxy_access', 'server_requests', 'proxy_sessions', 'server_sessions', 'arrival_outcomes', 'proxy_signals', 'server_signals', 'proxy_sessions_daily', 'server_sessions_daily'];
     for (const table of derived) await t.store.command(`DROP VIEW ${table}_mv`);
+    for (const view of ['ok_minutes_proxy_mv', 'ok_minutes_server_mv']) await t.store.command(`DROP VIEW ${view}`);
+    await t.store.command('DROP TABLE ok_minutes');
     for (const table of derived) await t.store.command(`DROP TABLE ${table}`);
     await t.store.command('ALTER TABLE schema_migrations DELETE WHERE version >= 6 SETTINGS mutations_sync = 2');
     const rows = [
@@ -123,8 +125,10 @@ describe('a store made before the derived tables', () => {
       access({ source: 'server', event_type: 'boot', url_path: '' }),
     ];
     await t.store.insertJsonEachRow('events', body(rows), { dedupToken: 'old' });
-    expect(await migrate(t.store)).toEqual([6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]);
+    expect(await migrate(t.store)).toEqual([6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17]);
     expect(await t.store.query('SELECT (SELECT count() FROM proxy_access) AS p, (SELECT count() FROM server_requests) AS s')).toEqual([{ p: 1, s: 2 }]);
+    // the 2xx by the minute (0017): the proxy's line and the server's settlement, each its client's
+    expect(await t.store.query('SELECT kind FROM ok_minutes ORDER BY kind')).toEqual([{ kind: 2 }, { kind: 3 }]);
     // and the views feed them from now on
     await t.store.insertJsonEachRow('events', body([access({ request_session_key: 'k1', http_status: 200 })]), { dedupToken: 'new' });
     expect(await t.store.query('SELECT count() AS p FROM proxy_access')).toEqual([{ p: 2 }]);
@@ -205,7 +209,7 @@ describe('the signal rows (migration 0012: proxy_signals, server_signals)', () =
     await t.store.command('DROP VIEW proxy_signals_mv');
     await t.store.command('DROP VIEW server_signals_mv');
     await t.store.command('ALTER TABLE schema_migrations DELETE WHERE version >= 12 SETTINGS mutations_sync = 2');
-    expect(await migrate(t.store)).toEqual([12, 13, 14, 15, 16]);
+    expect(await migrate(t.store)).toEqual([12, 13, 14, 15, 16, 17]);
     expect(await rowsOf('proxy_signals')).toEqual(proxy);
     expect(await rowsOf('server_signals')).toEqual(server);
   });
