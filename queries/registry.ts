@@ -499,6 +499,16 @@ const DAY_S = 86_400;
 const MINUTE_US = 60_000_000;
 
 /**
+ * Bound time `k` of `bound` in µs since the epoch, a time before 1970 as 1970 (0).
+ * @throws RangeError when it is not a bound time ('YYYY-MM-DD hh:mm:ss.ffffff', UTC).
+ */
+function boundMicros(bound: Record<string, unknown>, k: 't_from' | 't_to'): number {
+  const v = parseTimeMicros(String(bound[k]));
+  if (v === undefined) throw new RangeError(`${k} is not a bound time: ${String(bound[k])}`);
+  return Math.max(v, 0);
+}
+
+/**
  * The hours that `[t_from, t_to)` covers whole, as the hourly rollups key them
  * (`proxy_sessions`, `server_sessions`, schema/migrations/0008):
  * `[whole_hour_lo, whole_hour_hi)` in seconds since the epoch, `whole_hour_lo` being
@@ -516,13 +526,8 @@ const MINUTE_US = 60_000_000;
  * @throws RangeError when either time is not such a text.
  */
 export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: number; whole_hour_hi: number; whole_day_lo: number; whole_day_hi: number; whole_from: string; whole_to: string } {
-  const us = (k: 't_from' | 't_to'): number => {
-    const v = parseTimeMicros(String(bound[k]));
-    if (v === undefined) throw new RangeError(`${k} is not a bound time: ${String(bound[k])}`);
-    return Math.max(v, 0);
-  };
-  const lo = Math.min(Math.ceil(us('t_from') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
-  const hi = Math.min(Math.floor(us('t_to') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
+  const lo = Math.min(Math.ceil(boundMicros(bound, 't_from') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
+  const hi = Math.min(Math.floor(boundMicros(bound, 't_to') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
   return {
     whole_hour_lo: lo,
     whole_hour_hi: hi,
@@ -549,13 +554,8 @@ const LAST_WHOLE_MINUTE_S = 4_294_967_220;
  * @throws RangeError when either time is not a bound time.
  */
 export function wholeMinutes(bound: Record<string, unknown>): { whole_minute_lo: number; whole_minute_hi: number; whole_minute_from: string; whole_minute_to: string } {
-  const us = (k: 't_from' | 't_to'): number => {
-    const v = parseTimeMicros(String(bound[k]));
-    if (v === undefined) throw new RangeError(`${k} is not a bound time: ${String(bound[k])}`);
-    return Math.max(v, 0);
-  };
-  const lo = Math.min(Math.ceil(us('t_from') / MINUTE_US) * 60, LAST_WHOLE_MINUTE_S);
-  const hi = Math.min(Math.floor(us('t_to') / MINUTE_US) * 60, LAST_WHOLE_MINUTE_S);
+  const lo = Math.min(Math.ceil(boundMicros(bound, 't_from') / MINUTE_US) * 60, LAST_WHOLE_MINUTE_S);
+  const hi = Math.min(Math.floor(boundMicros(bound, 't_to') / MINUTE_US) * 60, LAST_WHOLE_MINUTE_S);
   return { whole_minute_lo: lo, whole_minute_hi: hi, whole_minute_from: formatTimeMicros(lo * 1e6), whole_minute_to: formatTimeMicros(hi * 1e6) };
 }
 

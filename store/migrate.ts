@@ -160,7 +160,10 @@ export async function migrate(
  * tables materialized views fill from it (schema/migrations/0006 on; the rollups
  * of 0008 and arrival_outcomes of 0010/0011 keep the hour in `ts`; the signal rows
  * of 0012 are copies of rows of proxy_access and server_requests; the paths by the
- * hour of 0014; the session rollups by the day of 0016 keep the day). Each has
+ * hour of 0014; the session rollups by the day of 0016 keep the day; the 2xx by the
+ * minute of 0017 keep the minute, so a minute's row expires with its first second
+ * and, at the retention edge, a range reads that minute's later 2xx from nowhere for
+ * up to a minute, as it does an hour's from the hourly rollups). Each has
  * `TTL toDateTime(ts) + …`.
  */
 export const RETAINED_TABLES: readonly string[] = [

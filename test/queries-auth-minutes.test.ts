@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { prng } from '../bench/prng.ts';
 import { bindInternalParams, bindParams, querySql, runQuery } from '../queries/index.ts';
 import { insertEvents, proxyEvents, T0_MICROS, type FixtureRequest } from './fixtures/proxy-scenario.ts';
 import { ServerScenario } from './fixtures/server-scenario.ts';
@@ -14,23 +15,11 @@ import { openTestStore, type TestStore } from './helpers/store.ts';
 
 const INVALID = 'Bearer error="invalid_token"';
 
-/** Mulberry32: a small seeded generator, so a failure can be replayed. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const SPAN_S = 600;
 const at = (rand: () => number) => Math.round(rand() * SPAN_S * 1e6) / 1e6;
 
 function traffic(): Array<Record<string, unknown>> {
-  const rand = seeded(17);
+  const rand = prng(17);
   const events: Array<Record<string, unknown>> = [];
   for (let c = 0; c < 6; c++) {
     const service = c % 2 === 0 ? 'min-a' : 'min-b';
