@@ -33,7 +33,7 @@ export interface BootTruth {
 export interface RestartTruth {
   /** 1-based. */
   k: number;
-  /** `slow`: about 3 s down (the proxy answers 502); `fast`: under 0.5 s (no request reaches the proxy meanwhile). */
+  /** `slow`: about 3 s down (the proxy answers 502); `fast`: the client paused from the kill until the standby listens (usually under 0.5 s), so no request reaches the proxy meanwhile. */
   kind: 'slow' | 'fast';
   killed_boot: number;
   new_boot: number;
@@ -206,8 +206,11 @@ export function drillPreconditions(truth: GroundTruth, gatewayRejected: number):
   const add = (name: string, t: number, actual: number, reads: string, ok = actual === t) => checks.push({ kind: 'drill', name, truth: t, reported: actual, ok, reads });
   for (const r of truth.restarts) {
     if (r.kind === 'fast') {
-      add(`restart ${r.k} (fast) was under 500 ms`, 1, r.down_ms < 500 ? 1 : 0, `down ${r.down_ms} ms (kill → listening)`);
-      add(`restart ${r.k} (fast) was invisible to the proxy`, 0, r.proxy_502, 'client 502s during the restart');
+      // (how long it took is not a precondition: the client is paused from the kill
+      // until the standby listens, so no request reaches the proxy meanwhile however
+      // long that is; on a loaded 2-core machine it took 805-882 ms, not the usual
+      // under 500, and the drill failed on its own timing)
+      add(`restart ${r.k} (fast) was invisible to the proxy`, 0, r.proxy_502, `client 502s during the restart (down ${r.down_ms} ms, kill → listening)`);
     } else {
       add(`restart ${r.k} (slow) made the proxy answer 502`, 1, r.proxy_502 > 0 ? 1 : 0, `${r.proxy_502} client 502s in ${r.down_ms} ms down`);
     }
