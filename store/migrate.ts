@@ -91,7 +91,9 @@ export function statfsFree(dir: string): number {
 /**
  * Applies pending migrations in order and records each in `schema_migrations`;
  * statements are idempotent (`IF NOT EXISTS`), so two processes racing here
- * converge. Then applies the configured retention TTL. Schema changes are refused on
+ * converge. Then applies the configured retention TTL, or, without one, gives the
+ * tables this call created the retention `events` already has ({@link RETAINED_TABLES}:
+ * a migration creates them with 90 days). Schema changes are refused on
  * an embedded store whose disk is (nearly) full ({@link MIN_FREE_BYTES_FOR_DDL});
  * a store with nothing to change opens whatever its free space.
  * @returns the versions applied by this call.
@@ -146,6 +148,12 @@ export async function migrate(
     }
     await store.insertJsonEachRow('schema_migrations', JSON.stringify({ version: m.version, name: m.name, checksum: m.checksum }));
     done.push(m.version);
+  }
+  if (options.retentionDays === undefined && existed && done.length > 0) {
+    // a table a migration created starts with the migration's default TTL: it takes
+    // the store's retention, which events holds (a store kept forever kept a new
+    // table's rows 90 days: found by a break-it pass)
+    await applyRetention(store, await retentionDaysOf(store), options);
   }
   if (options.retentionDays !== undefined) {
     const before = await applyRetention(store, options.retentionDays, options);

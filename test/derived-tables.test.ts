@@ -224,3 +224,18 @@ describe('the signal rows (migration 0012: proxy_signals, server_signals)', () =
     expect(await rowsOf('proxy_signals')).toEqual(proxy);
   });
 });
+
+describe('a table a migration creates in a store that existed', () => {
+  it('takes the store\'s retention, not the migration\'s default (a store kept for ever keeps it for ever)', async () => {
+    const { applyRetention } = await import('../store/index.ts');
+    await applyRetention(t.store, 0);
+    for (const view of ['ok_minutes_proxy_mv', 'ok_minutes_server_mv']) await t.store.command(`DROP VIEW ${view}`);
+    await t.store.command('DROP TABLE ok_minutes');
+    await t.store.command('ALTER TABLE schema_migrations DELETE WHERE version >= 17 SETTINGS mutations_sync = 2');
+    expect(await migrate(t.store)).toEqual([17]);
+    const ttl = async () => (await t.store.query<{ q: string }>("SELECT create_table_query AS q FROM system.tables WHERE database = currentDatabase() AND name = 'ok_minutes'"))[0]!.q;
+    expect(await ttl()).not.toContain('TTL');
+    await applyRetention(t.store, 90);
+    expect(await ttl()).toContain('TTL toDateTime(ts) + toIntervalDay(90)');
+  });
+});

@@ -133,3 +133,26 @@ describe('auth_challenges by the minute (ok_minutes, migration 0017)', () => {
     for (const v of ['benign', 'loop', 'lost']) expect(verdicts).toContain(v);
   });
 });
+
+// A request delivered again under another service: server_requests keeps the newest
+// copy once it merges, ok_minutes keeps both labels (a rollup cannot forget), so under
+// a filter the clients' minutes are not read (found by a break-it pass).
+describe('a server 2xx delivered again under another service, after the tables merge', () => {
+  it('counts under its newest service only, as the rows do', async () => {
+    const first = new ServerScenario('rl-a', { ua: 'rl-ua/1', principal: 'rl-p' });
+    first.challenge(305, 'rl-s1', 'invalid_token');
+    first.request(330, { sid: 'rl-s2' });
+    const copies = first.events.filter((e) => e.session_key !== first.events[0]!.session_key || e.event_type === 'settlement').slice(-2);
+    expect(copies.map((e) => e.event_type)).toEqual(['arrival', 'settlement']);
+    await insertEvents(t.store, first.events);
+    await insertEvents(t.store, copies.map((e) => ({ ...e, service: 'rl-b' })));
+    for (const table of ['server_requests', 'ok_minutes']) await t.store.command(`OPTIMIZE TABLE ${table} FINAL`);
+    const range = { t_from: time(300), t_to: time(360) };
+    for (const service of ['rl-a', 'rl-b', '']) {
+      const [minutes, rows] = await Promise.all([runQuery<Row>(t.store, 'auth_challenges', { ...range, service }), fromRows({ ...range, service })]);
+      expect(minutes, service).toEqual(rows);
+    }
+    const a = await runQuery<Row>(t.store, 'auth_challenges', { ...range, service: 'rl-a' });
+    expect(a.filter((r) => r.user_agent === 'rl-ua/1').map((r) => r.verdict)).toEqual(['unresolved']);
+  });
+});

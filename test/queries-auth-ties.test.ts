@@ -57,4 +57,16 @@ describe('auth_challenges relies on the contract for its time range', () => {
     expect(r.ok).toBe(false);
     if (!r.ok) expect(r.issues.map((i) => i.path)).toContain('ts');
   });
+
+  // the derived tables key rows by the minute, hour or day as a DateTime, which wraps
+  // after its last second (a 2xx of 2163 inserted past the parser landed at a minute
+  // of 2026 in ok_minutes); the parser's clock is set after it, so only the bound
+  // refuses it (an event more than an hour ahead of the clock is refused too)
+  it('an event after the last second a DateTime holds (2106-02-07 06:28:15) is refused', () => {
+    const at = (ts: number) => parseEvent({ event_id: '0190d3c4-8a5e-7c3b-9f1e-2a4b6c8d0e1f', source: 'server', event_type: 'auth_challenge', ts, http_status: 401, challenge_class: 'invalid_token' }, { nowMicros: 4_300_000_000_000_000 });
+    expect(at(4_294_967_295_999_999).ok).toBe(true);
+    const r = at(4_294_967_296_000_000);
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.issues.map((i) => i.path)).toContain('ts');
+  });
 });

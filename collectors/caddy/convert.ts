@@ -171,7 +171,7 @@ const ERROR_CHECKS: ReadonlyArray<readonly [number, number]> = [
 ];
 
 const MIN_TS_S = 946_684_800; // 2000-01-01, MicrosTimestamp's lower bound
-const MAX_TS_S = 7_258_118_400; // 2200-01-01, its upper bound
+const MAX_TS_S = 4_294_967_296; // 2106-02-07 06:28:16, its upper bound (exclusive here)
 
 // Contract limits (schema/events): longer values are cut so every event validates.
 const MAX_METHOD = 16;

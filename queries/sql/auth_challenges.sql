@@ -56,14 +56,17 @@ per_client AS
 -- challenge when both lie in one minute with 2xx before and after them (a loop
 -- within a minute); such a client's rows of that minute are read too (burst_rows).
 -- Where a minute's row cannot be told apart by the query's scope, the rows are
--- read: the proxy clients' labels can be stale (a re-imported line keeps its old
--- one there; proxy_lines reads with FINAL), and a session's minutes hold both
--- sources without labels or paths, so under a service or environment filter both
--- come from the rows, and a session's also when mcp_paths is given.
+-- read: the clients' labels there can be stale (a line or request delivered again
+-- under another label keeps its old one in ok_minutes, while the rows keep the
+-- newest copy: proxy_lines reads with FINAL, and server_requests drops the older
+-- copy when it merges), and a session's minutes hold both sources without labels or
+-- paths, so under a service or environment filter all come from the rows, and a
+-- session's also when mcp_paths is given. (The server clients' minutes were read
+-- under a filter too, until a break-it pass relabelled a request and merged.)
 -- At 10M events: 0.63-0.72 of the time reading every 2xx from the rows (docs/queries.md).
 {auth_window_s:Float64} >= 60 AND {whole_minute_lo:UInt32} < {whole_minute_hi:UInt32} AS minute_rows,
-minute_rows AND {service:String} = '' AND {environment:String} = '' AS proxy_minute_rows,
-proxy_minute_rows AND empty({mcp_paths:Array(String)}) AS session_minute_rows,
+minute_rows AND {service:String} = '' AND {environment:String} = '' AS client_minute_rows,
+client_minute_rows AND empty({mcp_paths:Array(String)}) AS session_minute_rows,
 {whole_minute_from:DateTime64(6, 'UTC')} AS minute_from,
 {whole_minute_to:DateTime64(6, 'UTC')} AS minute_to,
 -- the clients whose loop question the minutes cannot answer: at least loop_min
@@ -81,13 +84,13 @@ fromUnixTimestamp64Micro(toInt64(if(empty(bursts), 0, (arrayMax(arrayMap(b -> b.
 ok_rows AS
 (
     SELECT toUInt8(0) AS is_server, clienth, skh, toUInt64(toUnixTimestamp64Micro(ts)) AS us,
-           NOT (proxy_minute_rows AND ts >= minute_from AND ts < minute_to) AS as_client,
+           NOT (client_minute_rows AND ts >= minute_from AND ts < minute_to) AS as_client,
            skh != 0 AND NOT (session_minute_rows AND ts >= minute_from AND ts < minute_to) AS as_session
     FROM proxy_lines
     WHERE ok AND (as_client OR as_session)
     UNION ALL
     SELECT toUInt8(1) AS is_server, clienth, skh, toUInt64(toUnixTimestamp64Micro(ts)) AS us,
-           NOT (minute_rows AND ts >= minute_from AND ts < minute_to) AS as_client,
+           NOT (client_minute_rows AND ts >= minute_from AND ts < minute_to) AS as_client,
            skh != 0 AND NOT (session_minute_rows AND ts >= minute_from AND ts < minute_to) AS as_session
     FROM server_requests
     WHERE ok AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
@@ -101,10 +104,10 @@ ok_rows AS
 burst_rows AS
 (
     SELECT key64(clienth, 2) AS k64, toUInt64(toUnixTimestamp64Micro(ts)) AS us FROM proxy_lines
-    WHERE ok AND proxy_minute_rows AND ts >= burst_from AND ts < burst_to AND has(bursts, (k64, intDiv(us, 60000000)))
+    WHERE ok AND client_minute_rows AND ts >= burst_from AND ts < burst_to AND has(bursts, (k64, intDiv(us, 60000000)))
     UNION ALL
     SELECT key64(clienth, 3) AS k64, toUInt64(toUnixTimestamp64Micro(ts)) AS us FROM server_requests
-    WHERE ok AND minute_rows AND ts >= burst_from AND ts < burst_to
+    WHERE ok AND client_minute_rows AND ts >= burst_from AND ts < burst_to
       AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
@@ -145,11 +148,13 @@ keyed AS
         -- and scope as the rows
         SELECT k, bitShiftLeft(arrayJoin(if(lo = hi, [lo], [lo, hi])), 1)
         FROM ok_minutes
-        WHERE minute_rows AND ts >= toDateTime({whole_minute_lo:UInt32}, 'UTC') AND ts < toDateTime({whole_minute_hi:UInt32}, 'UTC')
-          AND ((kind = 3 AND has(arrayDistinct(arrayMap(x -> x.5, challenge_rows)), 1)
-                 AND ({service:String} = '' OR service = {service:String})
-                 AND ({environment:String} = '' OR environment = {environment:String}))
-               OR (kind = 2 AND proxy_minute_rows AND has(arrayDistinct(arrayMap(x -> x.5, challenge_rows)), 0)
+        WHERE client_minute_rows AND ts >= toDateTime({whole_minute_lo:UInt32}, 'UTC') AND ts < toDateTime({whole_minute_hi:UInt32}, 'UTC')
+          -- (a row of a 2xx dated after 2106-02-07, which the contract accepted before
+          -- it stopped at the last second a DateTime holds, sits at a wrapped minute
+          -- decades earlier: its own µs are outside the range)
+          AND lo >= toUInt64({whole_minute_lo:UInt32}) * 1000000 AND hi < toUInt64({whole_minute_hi:UInt32}) * 1000000
+          AND ((kind = 3 AND has(arrayDistinct(arrayMap(x -> x.5, challenge_rows)), 1))
+               OR (kind = 2 AND has(arrayDistinct(arrayMap(x -> x.5, challenge_rows)), 0)
                  AND url_path IN {endpoint_paths:Array(String)})
                OR (kind = 4 AND session_minute_rows))
         UNION ALL
