@@ -978,10 +978,38 @@ export async function resolveQuerySql(store: Store, name: string, bound: Record<
       return { sql, narrowed: true };
     }
   }
-  const sql = querySql(name);
+  const sql = querySql(name, PARAM_FORMS[name]?.(bound) ?? {});
   await bindInternalParams(store, sql, bound, memo);
   return { sql, narrowed: false };
 }
+
+/**
+ * The shortest span of whole minutes (s) over which `auth_challenges` reads the 2xx by
+ * the minute (lib/auth_ok_minutes.sql, `ok_minutes` of schema/migrations/0017); a
+ * shorter range reads the rows (lib/auth_ok_rows.sql). The minutes cost a fixed
+ * part (the loop-within-a-minute clients found from the challenges, about 60-85 ms,
+ * and the edges read from the rows) that only a long range wins back. At 10M events
+ * (medians of 7 side by side, ms, minutes against rows): the canary's 15-minute
+ * window 349-457 against 227-297, 3 h 396 / 316, 6 h 577 / 451, 12 h 737 / 595,
+ * 24 h 670 / 714, the whole 2 days 958 / 1,213 (docs/queries.md).
+ */
+export const AUTH_MINUTES_MIN_SPAN_S = 24 * 3600;
+
+/**
+ * Which `auth_challenges` form answers `bound`: the 2xx by the minute where the window
+ * is at least 60 s and the range holds {@link AUTH_MINUTES_MIN_SPAN_S} of whole
+ * minutes (a day), else the rows alone. Both give the same rows (test/queries-auth-minutes.test.ts).
+ * @throws RangeError when `bound`'s times are not bound times.
+ */
+export function authOkForm(bound: Record<string, unknown>): Substitutes {
+  const { whole_minute_lo: lo, whole_minute_hi: hi } = wholeMinutes(bound);
+  return Number(bound.auth_window_s) >= 60 && hi - lo >= AUTH_MINUTES_MIN_SPAN_S ? {} : { auth_ok_minutes: 'auth_ok_rows' };
+}
+
+/** Named queries read in another form chosen by their parameters alone ({@link Substitutes}). */
+const PARAM_FORMS: Readonly<Record<string, (bound: Record<string, unknown>) => Substitutes>> = Object.freeze({
+  auth_challenges: authOkForm,
+});
 
 /**
  * Runs a named query with bound parameters (in its narrower form where one applies:

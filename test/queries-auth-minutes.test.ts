@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { prng } from '../bench/prng.ts';
-import { bindInternalParams, bindParams, querySql, runQuery } from '../queries/index.ts';
+import { authOkForm, bindInternalParams, bindParams, querySql, runQuery } from '../queries/index.ts';
 import { insertEvents, proxyEvents, T0_MICROS, type FixtureRequest } from './fixtures/proxy-scenario.ts';
 import { ServerScenario } from './fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
@@ -78,17 +78,15 @@ afterAll(async () => {
 
 type Row = { hour: string; user_agent: string; challenge_class: string; http_status: number; verdict: string; challenges: number };
 
-/** The switch of auth_challenges.sql that reads whole minutes from ok_minutes. */
-const MINUTES_ON = '{auth_window_s:Float64} >= 60 AND {whole_minute_lo:UInt32}';
-
-/** auth_challenges over the rows alone: the query with the minutes switched off. */
-async function fromRows(params: Record<string, unknown>): Promise<Row[]> {
-  const sql = querySql('auth_challenges');
-  expect(sql).toContain(MINUTES_ON);
-  const rowsOnly = sql.replace(MINUTES_ON, '0 AND {whole_minute_lo:UInt32}');
+/** auth_challenges in one form: by the minute (lib/auth_ok_minutes.sql) or from the rows alone (auth_ok_rows.sql). */
+async function form(params: Record<string, unknown>, rowsOnly: boolean): Promise<Row[]> {
+  const sql = querySql('auth_challenges', rowsOnly ? { auth_ok_minutes: 'auth_ok_rows' } : {});
+  expect(sql.includes('FROM ok_minutes')).toBe(!rowsOnly);
   const bound = bindParams('auth_challenges', params);
-  return t.store.query<Row>(rowsOnly, await bindInternalParams(t.store, rowsOnly, bound));
+  return t.store.query<Row>(sql, await bindInternalParams(t.store, sql, bound));
 }
+const fromRows = (params: Record<string, unknown>) => form(params, true);
+const fromMinutes = (params: Record<string, unknown>) => form(params, false);
 
 const time = (s: number) => new Date(T0_MICROS / 1000 + s * 1000).toISOString();
 
@@ -109,19 +107,19 @@ describe('auth_challenges by the minute (ok_minutes, migration 0017)', () => {
   cases.push(['mcp_paths given', { mcp_paths: ['/mcp'] }]);
 
   it.each(cases)('gives what the rows give: %s', async (_name, params) => {
-    const [minutes, rows] = await Promise.all([runQuery<Row>(t.store, 'auth_challenges', params), fromRows(params)]);
+    const [minutes, rows] = await Promise.all([fromMinutes(params), fromRows(params)]);
     expect(rows.length).toBeGreaterThan(0);
     expect(minutes).toEqual(rows);
   });
 
   it('judges the loop within one minute by its rows: the 2xx between its challenges breaks it', async () => {
-    const rows = await runQuery<Row>(t.store, 'auth_challenges', { service: '' });
+    const rows = await fromMinutes({});
     const looper = rows.filter((r) => r.user_agent === 'loop-ua/1');
     expect(looper.map((r) => [r.verdict, Number(r.challenges)])).toEqual([['benign', 3]]);
   });
 
   it('judges a loop across minutes a loop, with 2xx in its first and last minute outside it', async () => {
-    const rows = await runQuery<Row>(t.store, 'auth_challenges', {});
+    const rows = await fromMinutes({});
     for (const ua of ['loop-ua/2', 'proxy-loop/1']) {
       expect(rows.filter((r) => r.user_agent === ua).map((r) => [r.verdict, Number(r.challenges)])).toEqual([['loop', 3]]);
     }
@@ -149,10 +147,26 @@ describe('a server 2xx delivered again under another service, after the tables m
     for (const table of ['server_requests', 'ok_minutes']) await t.store.command(`OPTIMIZE TABLE ${table} FINAL`);
     const range = { t_from: time(300), t_to: time(360) };
     for (const service of ['rl-a', 'rl-b', '']) {
-      const [minutes, rows] = await Promise.all([runQuery<Row>(t.store, 'auth_challenges', { ...range, service }), fromRows({ ...range, service })]);
+      const [minutes, rows] = await Promise.all([fromMinutes({ ...range, service }), fromRows({ ...range, service })]);
       expect(minutes, service).toEqual(rows);
     }
-    const a = await runQuery<Row>(t.store, 'auth_challenges', { ...range, service: 'rl-a' });
+    const a = await fromMinutes({ ...range, service: 'rl-a' });
     expect(a.filter((r) => r.user_agent === 'rl-ua/1').map((r) => r.verdict)).toEqual(['unresolved']);
+  });
+});
+
+describe('which form runQuery reads (queries/registry.ts authOkForm)', () => {
+  const at = (h: number) => time(h * 3600);
+  it('the minutes for a window of 60 s or more over at least a day of whole minutes, else the rows', () => {
+    const form = (params: Record<string, unknown>) => authOkForm(bindParams('auth_challenges', params));
+    expect(form({})).toEqual({});
+    expect(form({ t_from: at(0), t_to: at(24) })).toEqual({});
+    expect(form({ t_from: at(0), t_to: time(24 * 3600 - 1) })).toEqual({ auth_ok_minutes: 'auth_ok_rows' });
+    expect(form({ t_from: at(0), t_to: at(6) })).toEqual({ auth_ok_minutes: 'auth_ok_rows' });
+    expect(form({ auth_window_s: 59.5 })).toEqual({ auth_ok_minutes: 'auth_ok_rows' });
+  });
+
+  it('and both answer alike through runQuery', async () => {
+    expect(await runQuery<Row>(t.store, 'auth_challenges', {})).toEqual(await fromRows({}));
   });
 });

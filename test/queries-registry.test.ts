@@ -3,7 +3,7 @@
 // text lists each fragment once, before its readers.
 import { readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { bindParams, INTERNAL_PARAM_TYPES, NAMED_QUERIES, NARROWED_QUERIES, querySql, withQueryDefaults } from '../queries/index.ts';
+import { authOkForm, bindParams, INTERNAL_PARAM_TYPES, NAMED_QUERIES, NARROWED_QUERIES, querySql, withQueryDefaults } from '../queries/index.ts';
 
 const PLACEHOLDER = /\{([a-z_]+):([^}]+)\}/g;
 const fragments = readdirSync(new URL('../queries/sql/lib/', import.meta.url)).map((f) => f.replace(/\.sql$/, ''));
@@ -30,8 +30,15 @@ describe('named query composition', () => {
   }
 
   it('uses every fragment in some query or narrowed form (proxy_endpoints: in the endpoint resolution before them)', () => {
-    const all = [...Object.keys(NAMED_QUERIES).map((n) => querySql(n)), ...Object.values(NARROWED_QUERIES).map((q) => querySql(q.sql, q.substitutes))];
-    const substituted = Object.values(NARROWED_QUERIES).flatMap((q) => Object.values(q.substitutes ?? {}));
+    // (auth_challenges' form from the rows alone: queries/registry.ts authOkForm)
+    const authRows = authOkForm(bindParams('auth_challenges', { auth_window_s: 1 }));
+    expect(authRows).toEqual({ auth_ok_minutes: 'auth_ok_rows' });
+    const all = [
+      ...Object.keys(NAMED_QUERIES).map((n) => querySql(n)),
+      ...Object.values(NARROWED_QUERIES).map((q) => querySql(q.sql, q.substitutes)),
+      querySql('auth_challenges', authRows),
+    ];
+    const substituted = [...Object.values(NARROWED_QUERIES).flatMap((q) => Object.values(q.substitutes ?? {})), ...Object.values(authRows)];
     for (const f of fragments.filter((f) => f !== 'proxy_endpoints' && !substituted.includes(f))) expect(all.some((sql) => new RegExp(`\\b${f} AS\\n\\(`).test(sql)), f).toBe(true);
     expect(all.filter((sql) => sql.includes('{endpoint_paths:Array(String)}')).length).toBeGreaterThan(0);
   });
