@@ -24,6 +24,9 @@ WITH
 (key, tag) -> bitXor(toUInt64(key), bitShiftLeft(toUInt64(tag), 60)) AS key64,
 -- the challenges, read once (several parts below use them)
 (SELECT groupArray((ts, user_agent, challenge_class, http_status, is_server, clienth, skh)) FROM auth_challenge_rows) AS challenge_rows,
+-- the sources whose challenges are counted (is_server values): a client's 2xx are read
+-- only of these (lib/auth_ok_minutes.sql, auth_ok_rows.sql)
+arrayDistinct(arrayMap(x -> x.5, challenge_rows)) AS challenge_sources,
 challenges AS
 (
     SELECT x.1 AS ts, x.2 AS user_agent, x.3 AS challenge_class, x.4 AS http_status, x.5 AS is_server, x.6 AS clienth, x.7 AS skh,
