@@ -18,19 +18,23 @@
  * uncompiled run; 5 take the median of the compiled ones, what `serve` runs.)
  * Goals (issue: full query set at 10M events): each query ≤ 1 s, the canary report ≤ 3 s.
  * The last line printed is one JSON object:
- * `{ events, max_query_ms, canary_ms, queries: { name: ms, … }, cold: { … }, … }`
+ * `{ events, max_query_ms, canary_ms, queries: { name: ms, … }, cold: { … }, fixed: { … }, … }`
+ * (`fixed`: each query's statement timed the same way on an empty store, in a child
+ * process, bench/query-fixed-cost.ts: what parsing, analysis and planning cost whatever
+ * the data)
  * (`events_parts`: the parts of `events` when timed). Before timing, the closed days
  * are merged into one part each (store/compact.ts, what `serve` and `consumer` do every
  * 15 minutes; `compacted_partitions`, `compact_ms`); `--no-compact` times the store as
  * loaded, whose days are in several parts that every FINAL read merges again.
  * `--load-only` stops after generating the store.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../core/index.ts';
-import { NAMED_QUERIES, runQuery } from '../queries/index.ts';
+import { bindParams, NAMED_QUERIES, resolveQuerySql, runQuery } from '../queries/index.ts';
 import { buildCanaryReport } from '../reports/canary.ts';
 import { ContinuityEvent } from '../schema/index.ts';
 import { compactClosedDays, openMigratedStore, type Store } from '../store/index.ts';
@@ -77,6 +81,26 @@ const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
+
+/**
+ * The median ms of each statement in `statements` on an empty store, R = `runs` times
+ * after one untimed run (bench/query-fixed-cost.ts, in a child process: the embedded
+ * engine opens one data directory per process). The statements pass through a file in
+ * `dir`, removed afterwards.
+ * @throws Error when the child fails or prints no result.
+ */
+function fixedCost(statements: Record<string, { sql: string; params: Record<string, unknown> }>, runs: number, dir: string): Record<string, number> {
+  const input = join(dir, 'fixed-cost-input.json');
+  writeFileSync(input, JSON.stringify(statements));
+  try {
+    const child = spawnSync(process.execPath, [...process.execArgv, join(HERE, 'query-fixed-cost.ts'), input, '--runs', String(runs)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+    const last = child.stdout.trim().split('\n').at(-1);
+    if (child.status !== 0 || last === undefined || last === '') throw new Error(`bench/query-fixed-cost.ts failed (status ${child.status})`);
+    return JSON.parse(last) as Record<string, number>;
+  } finally {
+    rmSync(input, { force: true });
+  }
+}
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
@@ -129,6 +153,7 @@ async function main(): Promise<void> {
     const warm: Record<string, number> = {};
     const cold: Record<string, number> = {};
     const rowsOut: Record<string, number> = {};
+    const statements: Record<string, { sql: string; params: Record<string, unknown> }> = {};
     for (const name of Object.keys(NAMED_QUERIES)) {
       const first = await time(() => runQuery(store, name, {}));
       cold[name] = Math.round(first.ms);
@@ -137,7 +162,12 @@ async function main(): Promise<void> {
       for (let i = 0; i < runs; i++) times.push((await time(() => runQuery(store, name, {}))).ms);
       warm[name] = Math.round(median(times));
       console.error(`${name.padEnd(20)} ${String(warm[name]).padStart(6)} ms (warm runs ${times.map(Math.round).join(' ')}; cold ${cold[name]} ms, ${rowsOut[name]} rows)`);
+      // the statement runQuery sent (its form, SQL and bound parameters), for the fixed cost below
+      const bound = bindParams(name, {});
+      statements[name] = { sql: (await resolveQuerySql(store, name, bound)).sql, params: bound };
     }
+    const fixed = fixedCost(statements, runs, dataDir);
+    console.error(`fixed cost (the same statements on an empty store, ms): ${Object.entries(fixed).map(([n, ms]) => `${n} ${ms}`).join(', ')}`);
     const canaryFirst = await time(() => buildCanaryReport(store, { deploy: 'latest' }));
     const canaryTimes: number[] = [];
     for (let i = 0; i < runs; i++) canaryTimes.push((await time(() => buildCanaryReport(store, { deploy: 'latest' }))).ms);
@@ -162,6 +192,9 @@ async function main(): Promise<void> {
       canary_ms: canaryMs,
       queries: warm,
       cold,
+      // each query's statement (without the checks runQuery runs before it) on an empty
+      // store: the part of its time that does not grow with the data
+      fixed,
       canary_cold_ms: Math.round(canaryFirst.ms),
       runs,
       load_s: reuse ? null : Math.round(loadS),
