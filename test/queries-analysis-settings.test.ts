@@ -1,0 +1,107 @@
+// The analysis settings some statements run with (queries/registry.ts
+// ANALYSIS_SETTINGS, analysisSettings): sent only to an engine that lists them,
+// looked up once per store, and never changing a row.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { analysisSettings, bindInternalParams, bindParams, countSessionOutcomes, querySql, resolveQuerySql, runQuery } from '../queries/index.ts';
+import type { Store } from '../store/index.ts';
+import { insertEvents } from './fixtures/proxy-scenario.ts';
+import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+let t: TestStore;
+beforeAll(async () => {
+  t = await openTestStore('analysis_settings');
+  await insertEvents(t.store, SCENARIO_NAMES.flatMap((name) => scenarioEvents(name)));
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/**
+ * A store whose engine answers the settings lookup with `answer` (the names it
+ * lists, or an error), counting the lookups; any other statement is refused.
+ */
+function engineListing(answer: () => Promise<Array<{ name: string }>>): { store: Store; lookups: () => number } {
+  let lookups = 0;
+  const store = {
+    query: async (sql: string) => {
+      if (!sql.includes('system.settings')) throw new Error(`unexpected statement: ${sql}`);
+      lookups++;
+      return answer();
+    },
+  } as unknown as Store;
+  return { store, lookups: () => lookups };
+}
+
+describe('analysisSettings', () => {
+  it('turns off optimize_and_compare_chain for session_continuity and the canary session_outcomes check on this engine', async () => {
+    // the embedded engine (ClickHouse 26.7) lists the setting, as a server from 25.2 on does
+    expect(await analysisSettings(t.store, 'session_continuity')).toBe('\nSETTINGS optimize_and_compare_chain = 0');
+    expect(await analysisSettings(t.store, 'checks/session_outcomes')).toBe('\nSETTINGS optimize_and_compare_chain = 0');
+    expect(await analysisSettings(t.store, 'restarts')).toBe('');
+    const { sql } = await resolveQuerySql(t.store, 'session_continuity', bindParams('session_continuity', {}));
+    expect(sql.endsWith('\nSETTINGS optimize_and_compare_chain = 0')).toBe(true);
+    const other = await resolveQuerySql(t.store, 'restarts', bindParams('restarts', {}));
+    expect(other.sql).not.toContain('optimize_and_compare_chain');
+  });
+
+  it('sends nothing to an engine that does not list the setting (a server before 25.2), and looks once per store', async () => {
+    const old = engineListing(async () => []);
+    expect(await analysisSettings(old.store, 'session_continuity')).toBe('');
+    expect(await analysisSettings(old.store, 'checks/session_outcomes')).toBe('');
+    expect(old.lookups()).toBe(1);
+    // a query without settings of its own does not look at all
+    const fresh = engineListing(async () => [{ name: 'optimize_and_compare_chain' }]);
+    expect(await analysisSettings(fresh.store, 'settlements')).toBe('');
+    expect(fresh.lookups()).toBe(0);
+  });
+
+  it('forgets a failed lookup, so the next statement tries again', async () => {
+    let calls = 0;
+    const flaky = engineListing(async () => {
+      if (calls++ === 0) throw new Error('the store is unavailable');
+      return [{ name: 'optimize_and_compare_chain' }];
+    });
+    await expect(analysisSettings(flaky.store, 'session_continuity')).rejects.toThrow('the store is unavailable');
+    expect(await analysisSettings(flaky.store, 'session_continuity')).toBe('\nSETTINGS optimize_and_compare_chain = 0');
+    expect(flaky.lookups()).toBe(2);
+  });
+});
+
+describe('the rows with and without the settings', () => {
+  const ranges: Array<Record<string, unknown>> = [{}, { window_s: 0.5 }, { window_s: 600 }];
+
+  it('session_continuity gives the same rows as its SQL run without them, over every scenario together', async () => {
+    let sessions = 0;
+    for (const params of ranges) {
+      const sql = querySql('session_continuity');
+      const plain = await t.store.query(sql, await bindInternalParams(t.store, sql, bindParams('session_continuity', params)));
+      const rows = await runQuery(t.store, 'session_continuity', params);
+      expect(rows, JSON.stringify(params)).toEqual(plain);
+      sessions += rows.reduce((n, r) => n + Number(r.sessions), 0);
+    }
+    expect(sessions).toBeGreaterThan(0);
+  });
+
+  it('the session_outcomes check gives the same rows as its SQL run without them', async () => {
+    for (const params of ranges) {
+      const sql = querySql('checks/session_outcomes');
+      const plain = await t.store.query<Record<string, unknown>>(sql, await bindInternalParams(t.store, sql, bindParams('session_continuity', params)));
+      const rows = await countSessionOutcomes(t.store, params);
+      expect(rows.length, JSON.stringify(params)).toBeGreaterThan(0);
+      expect(rows.map((r) => ({ ...r })), JSON.stringify(params)).toEqual(
+        plain.map((r) => ({
+          ua_family: String(r.ua_family),
+          origin: String(r.origin),
+          sessions: Number(r.sessions),
+          minted_unused: Number(r.minted_unused),
+          stale: Number(r.stale),
+          recovered: Number(r.recovered),
+          unrecovered_stale: Number(r.unrecovered_stale),
+          unrecovered_new: Number(r.unrecovered_new),
+          abandoned_after_failure: Number(r.abandoned_after_failure),
+        })),
+      );
+    }
+  });
+});
