@@ -41,6 +41,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { FastifyInstance } from 'fastify';
 import { createGateway, mapOtlpRecord } from '../ingest/index.ts';
+import { median } from './median.ts';
 
 const GOAL = 0.97;
 const SERVER = fileURLToPath(new URL('./collector-server.ts', import.meta.url));
@@ -184,11 +185,6 @@ async function round(target: Target, ms: number): Promise<Round> {
   };
 }
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 const fmt = (x: number, d = 1) => x.toFixed(d);
 
 const sink = args.sink === 'gateway' ? await startGatewaySink() : await startNullSink();

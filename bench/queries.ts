@@ -39,6 +39,7 @@ import { buildCanaryReport } from '../reports/canary.ts';
 import { ContinuityEvent } from '../schema/index.ts';
 import { compactClosedDays, openMigratedStore, type Store } from '../store/index.ts';
 import { generateEvents } from './generate-events.ts';
+import { median } from './median.ts';
 
 const HERE = fileURLToPath(new URL('.', import.meta.url));
 const GOALS = { query_ms: 1000, canary_ms: 3000 };
@@ -76,11 +77,6 @@ async function time<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> 
   const value = await fn();
   return { ms: performance.now() - t, value };
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
 
 /**
  * The median ms of each statement in `statements` on an empty store, R = `runs` times

@@ -18,11 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { loadConfig } from '../core/index.ts';
 import { openMigratedStore } from '../store/index.ts';
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
+import { median } from './median.ts';
 
 async function main(): Promise<void> {
   const [input, ...rest] = process.argv.slice(2);

@@ -968,20 +968,17 @@ export const NARROWED_QUERIES: Readonly<Record<string, { readonly check: string;
  */
 export async function resolveQuerySql(store: Store, name: string, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<{ sql: string; narrowed: boolean }> {
   const narrower = NARROWED_QUERIES[name];
+  let narrowed = false;
   if (narrower !== undefined) {
     // (the check and the SQL resolve the same endpoint paths and gap window: once)
     memo ??= new Map();
     const check = querySql(`checks/${narrower.check}`);
     const [row] = await store.query<{ n: number | string }>(check, await bindInternalParams(store, check, bound, memo));
-    if (Number(row?.n) === 0) {
-      const sql = querySql(narrower.sql, narrower.substitutes);
-      await bindInternalParams(store, sql, bound, memo);
-      return { sql: sql + (await analysisSettings(store, name)), narrowed: true };
-    }
+    narrowed = Number(row?.n) === 0;
   }
-  const sql = querySql(name, PARAM_FORMS[name]?.(bound) ?? {});
+  const sql = narrowed && narrower ? querySql(narrower.sql, narrower.substitutes) : querySql(name, PARAM_FORMS[name]?.(bound) ?? {});
   await bindInternalParams(store, sql, bound, memo);
-  return { sql: sql + (await analysisSettings(store, name)), narrowed: false };
+  return { sql: sql + (await analysisSettings(store, name)), narrowed };
 }
 
 /**
@@ -1037,6 +1034,9 @@ const ANALYSIS_SETTINGS: Readonly<Record<string, Readonly<Record<string, number>
   'checks/session_outcomes': { optimize_and_compare_chain: 0 },
 });
 
+/** Every setting name {@link ANALYSIS_SETTINGS} holds: what {@link analysisSettings} looks up. */
+const ANALYSIS_SETTING_NAMES = [...new Set(Object.values(ANALYSIS_SETTINGS).flatMap((s) => Object.keys(s)))];
+
 /** The settings of {@link ANALYSIS_SETTINGS} each store's engine knows, looked up once per store. */
 const knownSettings = new WeakMap<Store, Promise<ReadonlySet<string>>>();
 
@@ -1054,9 +1054,8 @@ export async function analysisSettings(store: Store, name: string): Promise<stri
   if (wanted === undefined) return '';
   let known = knownSettings.get(store);
   if (known === undefined) {
-    const names = [...new Set(Object.values(ANALYSIS_SETTINGS).flatMap((s) => Object.keys(s)))];
     known = store
-      .query<{ name: string }>('SELECT name FROM system.settings WHERE name IN {names:Array(String)}', { names })
+      .query<{ name: string }>('SELECT name FROM system.settings WHERE name IN {names:Array(String)}', { names: ANALYSIS_SETTING_NAMES })
       .then((rows) => new Set(rows.map((r) => r.name)));
     knownSettings.set(store, known);
     known.catch(() => knownSettings.delete(store));

@@ -1,5 +1,5 @@
 /** The event contract v1 (DESIGN §3): zod schemas, types, parsing. Migrations live in ./migrations. */
-export { EventSource, KeyedHash, MicrosTimestamp, ENVELOPE_FIELDS } from './events/envelope.ts';
+export { EventSource, KeyedHash, MicrosTimestamp, MIN_EVENT_MICROS, MAX_EVENT_MICROS, ENVELOPE_FIELDS } from './events/envelope.ts';
 export {
   ArrivalEvent,
   ArrivalId,

@@ -1,5 +1,6 @@
 import * as crypto from 'node:crypto';
 import type { KeyedHasher } from '../../core/index.ts';
+import { MAX_EVENT_MICROS, MIN_EVENT_MICROS } from '../../schema/index.ts';
 import { classifyChallenge } from '../challenge.ts';
 import {
   CaddyLineScanner,
@@ -170,8 +171,9 @@ const ERROR_CHECKS: ReadonlyArray<readonly [number, number]> = [
   [F_R_REMOTE_ADDR, OPT_STRING],
 ];
 
-const MIN_TS_S = 946_684_800; // 2000-01-01, MicrosTimestamp's lower bound
-const MAX_TS_S = 4_294_967_296; // 2106-02-07 06:28:16, its upper bound (exclusive here)
+// The contract's event times, in seconds: [MIN_TS_S, MAX_TS_S), 2000-01-01 to 2106-02-07 06:28:16
+const MIN_TS_S = MIN_EVENT_MICROS / 1e6;
+const MAX_TS_S = (MAX_EVENT_MICROS + 1) / 1e6;
 
 // Contract limits (schema/events): longer values are cut so every event validates.
 const MAX_METHOD = 16;

@@ -31,6 +31,10 @@ export const MicrosTimestamp = z
   .min(946_684_800_000_000, 'microseconds since the epoch, after 2000-01-01')
   .max(4_294_967_295_999_999, 'microseconds since the epoch, before 2106-02-07 06:28:16 (the last second a DateTime holds)');
 
+/** {@link MicrosTimestamp}'s bounds, both included: µs since the Unix epoch. */
+export const MIN_EVENT_MICROS = MicrosTimestamp.minValue!;
+export const MAX_EVENT_MICROS = MicrosTimestamp.maxValue!;
+
 const text = (max = 256) => z.string().max(max).default('');
 
 /** Envelope fields and their defaults. `event_type` is added by each type's schema. */
