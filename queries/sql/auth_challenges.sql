@@ -27,13 +27,16 @@ WITH
 -- the sources whose challenges are counted (is_server values): a client's 2xx are read
 -- only of these (lib/auth_ok_minutes.sql, auth_ok_rows.sql)
 arrayDistinct(arrayMap(x -> x.5, challenge_rows)) AS challenge_sources,
+-- (ci: the challenge's place in challenge_rows, which tells two copies of one
+-- challenge apart in judged)
 challenges AS
 (
     SELECT x.1 AS ts, x.2 AS user_agent, x.3 AS challenge_class, x.4 AS http_status, x.5 AS is_server, x.6 AS clienth, x.7 AS skh,
+           ci,
            toUInt64(toUnixTimestamp64Micro(ts)) AS us,
            key64(clienth, 2 + is_server) AS client_k64,
            key64(skh, 4) AS session_k64
-    FROM (SELECT arrayJoin(challenge_rows) AS x)
+    FROM (SELECT challenge_rows AS rows) ARRAY JOIN rows AS x, arrayEnumerate(rows) AS ci
 ),
 -- The 2xx are read in one pass. Each client's and each session's 2xx and
 -- challenges become one sorted array of us << 1 | is_challenge (a 2xx sorts
@@ -103,25 +106,48 @@ next_rows AS
     SELECT x.1 AS k64, x.2 AS ch_us, x.3 AS next_us, x.4 AS ok_from_first_us, x.5 AS first_ok_us, x.6 AS last_ok_us
     FROM (SELECT arrayJoin(nexts_array) AS x)
 ),
+-- Each challenge is joined to next_rows once: a row for its client's key and one for
+-- its session's (if any), grouped back per challenge. Two joins of next_rows (one
+-- per kind of key) made the engine analyze the tree behind nexts_array a second
+-- time: about 110 ms of every call, data or not (medians of 9 side by side on an
+-- empty store, 2026-12-03); the grouping of twice the challenges costs far less.
 judged AS
 (
     SELECT
-        c.ts AS ts, c.user_agent AS user_agent, c.challenge_class AS challenge_class, c.http_status AS http_status,
-        toInt64(c.us) AS c_us,
-        c.skh != 0 AND sn.first_ok_us != 0 AND sn.first_ok_us < c_us AS session_ok_before,
-        c.skh != 0 AND sn.last_ok_us > c_us AS session_ok_after,
+        ts, user_agent, challenge_class, http_status,
+        skh != 0 AND s_first_ok_us != 0 AND s_first_ok_us < c_us AS session_ok_before,
+        skh != 0 AND s_last_ok_us > c_us AS session_ok_after,
         multiIf(
-            pc.n >= {loop_min:UInt32} AND NOT (cn.ok_from_first_us != 0 AND cn.ok_from_first_us <= pc.last_us) AND NOT session_ok_before, 'loop',
-            (cn.next_us != 0 AND cn.next_us - c_us <= round({auth_window_s:Float64} * 1e6))
-                OR (session_ok_after AND sn.next_us - c_us <= round({auth_window_s:Float64} * 1e6)), 'benign',
+            pc.n >= {loop_min:UInt32} AND NOT (c_ok_from_first_us != 0 AND c_ok_from_first_us <= pc.last_us) AND NOT session_ok_before, 'loop',
+            (c_next_us != 0 AND c_next_us - c_us <= round({auth_window_s:Float64} * 1e6))
+                OR (session_ok_after AND s_next_us - c_us <= round({auth_window_s:Float64} * 1e6)), 'benign',
             session_ok_before AND NOT session_ok_after, 'lost',
             'unresolved') AS verdict
-    FROM challenges AS c
-    LEFT JOIN per_client AS pc ON pc.client_k64 = c.client_k64
-    LEFT JOIN next_rows AS cn ON cn.k64 = c.client_k64 AND cn.ch_us = c_us
-    -- (a challenge without a session matches no row, or with probability 2^-64 another
-    -- key's: either way its session facts are not read, c.skh != 0 above)
-    LEFT JOIN next_rows AS sn ON sn.k64 = c.session_k64 AND sn.ch_us = c_us
+    FROM
+    (
+        -- kind 0: the client's row, 1: the session's (a row of next_rows not found: zeros)
+        SELECT ci, any(ts) AS ts, any(user_agent) AS user_agent, any(challenge_class) AS challenge_class,
+               any(http_status) AS http_status, any(client_k64) AS client_k64, any(skh) AS skh, any(c_us) AS c_us,
+               maxIf(n_next_us, kind = 0) AS c_next_us, maxIf(n_ok_from_first_us, kind = 0) AS c_ok_from_first_us,
+               maxIf(n_next_us, kind = 1) AS s_next_us, maxIf(n_first_ok_us, kind = 1) AS s_first_ok_us,
+               maxIf(n_last_ok_us, kind = 1) AS s_last_ok_us
+        FROM
+        (
+            SELECT c.ci AS ci, c.ts AS ts, c.user_agent AS user_agent, c.challenge_class AS challenge_class,
+                   c.http_status AS http_status, c.client_k64 AS client_k64, c.skh AS skh, c.c_us AS c_us, c.kind AS kind,
+                   n.next_us AS n_next_us, n.ok_from_first_us AS n_ok_from_first_us,
+                   n.first_ok_us AS n_first_ok_us, n.last_ok_us AS n_last_ok_us
+            FROM
+            (
+                SELECT ci, ts, user_agent, challenge_class, http_status, client_k64, skh, toInt64(us) AS c_us, k.1 AS k64, k.2 AS kind
+                FROM challenges
+                ARRAY JOIN if(skh != 0, [(client_k64, toUInt8(0)), (session_k64, toUInt8(1))], [(client_k64, toUInt8(0))]) AS k
+            ) AS c
+            LEFT JOIN next_rows AS n ON n.k64 = c.k64 AND n.ch_us = c.c_us
+        )
+        GROUP BY ci
+    ) AS j
+    LEFT JOIN per_client AS pc ON pc.client_k64 = j.client_k64
 )
 SELECT
     toStartOfHour(ts) AS hour,

@@ -160,55 +160,84 @@ recovered_keys AS
     )
     GROUP BY skh
 ),
-per_source AS
+per_session AS
 (
-    -- one row per session and source: last_t is the source's latest request,
-    -- failed whether it failed (server: the latest settlement or refused miss;
-    -- ties between requests go to the failure), first_ok 0 = none
-    SELECT h, client AS p_client, toUInt128(0) AS s_client, ua_family, origin, used, minted,
-           if(isInfinite(first_ok), 0., first_ok) AS first_ok, last_ok, last.1 AS last_t, last.2 AS failed, last_refused
+    -- one aggregation over both sources' rows (src 0 the proxy, 1 the server), each
+    -- source's facts kept apart by -If until the projection below combines them.
+    -- The server's facts count only where it used or minted the id (s_valid); a
+    -- source's latest request (p_last, s_last_t) says whether it failed: the proxy's
+    -- latest request's status, the server's latest settlement or refused miss (none:
+    -- not a success; ties between requests go to the failure).
+    SELECT
+        h AS session_key,
+        greatest(p_ua_family, if(s_valid, s_ua_family, '')) AS ua_family,
+        p_origin AS origin,
+        p_client,
+        if(s_valid, s_client_any, toUInt128(0)) AS s_client,
+        p_minted = 1 OR (s_valid AND s_minted = 1) AS was_minted,
+        p_used = 1 OR (s_valid AND s_used = 1) AS was_used,
+        greatest(p_last_refused, if(s_valid, s_last_refused, 0.)) AS last_refused_t,
+        last_refused_t > 0 AS is_stale,
+        -- the first 2xx of either source (inf or 0: none)
+        least(if(p_first_ok > 0 AND isFinite(p_first_ok), p_first_ok, inf),
+              if(s_valid AND s_first_ok > 0 AND isFinite(s_first_ok), s_first_ok, inf)) AS first_ok_any,
+        if(isInfinite(first_ok_any), 0., first_ok_any) AS first_ok_t,
+        greatest(p_last_ok, if(s_valid, s_last_ok, 0.)) AS last_ok_t,
+        (intDiv(p_last_key, 2) / 1e6, toUInt8(p_last_key % 2)) AS p_last,
+        greatest(p_last.1, if(s_valid, s_last_t, 0.)) AS session_last_t,
+        -- the latest request of either source; a request one source saw fail
+        -- (a 2xx carrying a tool error) failed ((0, 0): the source has none)
+        if(s_valid, (s_last_t, if(s_last_key < 2, toUInt8(1), toUInt8(s_last_key % 2))), (0., toUInt8(0))) AS s_latest,
+        if(p_last >= s_latest, p_last, s_latest).2 = 1 AND was_used AS last_failed
     FROM
     (
-        SELECT h, max(client) AS client, max(ua_family) AS ua_family, max(origin) AS origin, max(used) AS used, max(minted) AS minted,
-               min(first_ok) AS first_ok, max(last_ok) AS last_ok, max(last) AS last, max(last_refused) AS last_refused
+        SELECT
+            h,
+            countIf(src = 0) > 0 AS p_seen,
+            maxIf(client, src = 0) AS p_client,
+            maxIf(ua_family, src = 0) AS p_ua_family,
+            maxIf(origin, src = 0) AS p_origin,
+            maxIf(used, src = 0) AS p_used,
+            maxIf(minted, src = 0) AS p_minted,
+            minIf(first_ok, src = 0) AS p_first_ok,
+            maxIf(last_ok, src = 0) AS p_last_ok,
+            maxIf(last_key, src = 0) AS p_last_key,
+            maxIf(last_refused, src = 0) AS p_last_refused,
+            maxIf(client, src = 1) AS s_client_any,
+            maxIf(ua_family, src = 1) AS s_ua_family,
+            maxIf(used, src = 1) AS s_used,
+            maxIf(minted, src = 1) AS s_minted,
+            s_used = 1 OR s_minted = 1 AS s_valid,
+            minIf(first_ok, src = 1) AS s_first_ok,
+            maxIf(last_ok, src = 1) AS s_last_ok,
+            maxIf(last_t, src = 1) AS s_last_t,
+            maxIf(last_key, src = 1) AS s_last_key,
+            maxIf(last_refused, src = 1) AS s_last_refused
         FROM
         (
-            SELECT h, client, ua_family, origin, used, minted, first_ok, last_ok, last, last_refused
+            SELECT toUInt8(0) AS src, h, client, ua_family, origin, used, minted, first_ok, last_ok, 0. AS last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused
             FROM proxy_sessions_daily
             WHERE proxy_rollup AND ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC')
               AND url_path IN {endpoint_paths:Array(String)}
             UNION ALL
-            SELECT h, client, ua_family, origin, used, minted, first_ok, last_ok, last, last_refused
+            SELECT toUInt8(0) AS src, h, client, ua_family, origin, used, minted, first_ok, last_ok, 0. AS last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused
             FROM proxy_sessions
             WHERE proxy_rollup AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
               AND NOT (ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC'))
               AND url_path IN {endpoint_paths:Array(String)}
             UNION ALL
-            SELECT if(skh != 0, skh, rkh) AS h, clienth, toString(ua_family), toString(origin), toUInt8(skh != 0), toUInt8(init),
-                   if(skh != 0 AND ok, t, inf), if(skh != 0 AND ok, t, 0.), if(skh != 0, (t, toUInt8(NOT ok)), (0., toUInt8(0))),
+            SELECT toUInt8(0), if(skh != 0, skh, rkh) AS h, clienth, toString(ua_family), toString(origin), toUInt8(skh != 0), toUInt8(init),
+                   if(skh != 0 AND ok, t, inf), if(skh != 0 AND ok, t, 0.), 0., if(skh != 0, toInt64(round(t * 1e6)) * 2 + NOT ok, toInt64(0)),
                    if(skh != 0 AND refused, t, 0.)
             FROM raw_lines
-        )
-        GROUP BY h
-    )
-    UNION ALL
-    SELECT h, toUInt128(0) AS p_client, client AS s_client, ua_family, '' AS origin, used, minted,
-           if(isInfinite(first_ok), 0., first_ok) AS first_ok, last_ok, last_t,
-           -- no settlement or refused miss: not a success
-           if(last.1 = 0, toUInt8(1), last.2) AS failed, last_refused
-    FROM
-    (
-        SELECT h, max(client) AS client, max(ua_family) AS ua_family, max(used) AS used, max(minted) AS minted,
-               min(first_ok) AS first_ok, max(last_ok) AS last_ok, max(last_t) AS last_t, max(last) AS last, max(last_refused) AS last_refused
-        FROM
-        (
-            SELECT h, client, ua_family, used, minted, first_ok, last_ok, last_t, last, last_refused
+            UNION ALL
+            SELECT toUInt8(1) AS src, h, client, ua_family, '' AS origin, used, minted, first_ok, last_ok, last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused
             FROM server_sessions_daily
             WHERE ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC')
               AND ({service:String} = '' OR service = {service:String})
               AND ({environment:String} = '' OR environment = {environment:String})
             UNION ALL
-            SELECT h, client, ua_family, used, minted, first_ok, last_ok, last_t, last, last_refused
+            SELECT toUInt8(1) AS src, h, client, ua_family, '' AS origin, used, minted, first_ok, last_ok, last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused
             FROM server_sessions
             WHERE whole_hours AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
               AND NOT (ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC'))
@@ -216,38 +245,17 @@ per_source AS
               AND ({environment:String} = '' OR environment = {environment:String})
               AND h != 0
             UNION ALL
-            SELECT k.1 AS h, if(k.2 = 1 OR NOT init, clienth, toUInt128(0)), if(k.2 = 1 OR NOT init, ua_family, ''),
+            SELECT toUInt8(1), k.1 AS h, if(k.2 = 1 OR NOT init, clienth, toUInt128(0)), if(k.2 = 1 OR NOT init, ua_family, ''), '',
                    toUInt8(k.2 = 0 AND NOT init), toUInt8(k.2 = 1),
                    if(k.2 = 0 AND ok, t, inf), if(k.2 = 0 AND ok, t, 0.), if(k.2 = 0 AND NOT init, t, 0.),
-                   if(k.2 = 0 AND event_type != 'arrival', (t, toUInt8(NOT ok)), (0., toUInt8(0))), if(k.2 = 0 AND refused, t, 0.)
+                   if(k.2 = 0 AND event_type != 'arrival', toInt64(round(t * 1e6)) * 2 + NOT ok, toInt64(0)), if(k.2 = 0 AND refused, t, 0.)
             FROM raw_srv
             ARRAY JOIN [(skh, toUInt8(0)), (mkh, toUInt8(1))] AS k
             WHERE k.1 != 0 AND (k.2 = 0 OR event_type = 'settlement')
         )
         GROUP BY h
     )
-    WHERE used = 1 OR minted = 1
-),
-per_session AS
-(
-    SELECT
-        h AS session_key,
-        max(ua_family) AS ua_family,
-        max(origin) AS origin,
-        max(p_client) AS p_client,
-        max(s_client) AS s_client,
-        max(minted) = 1 AS was_minted,
-        max(used) = 1 AS was_used,
-        max(last_refused) > 0 AS is_stale,
-        minIf(first_ok, first_ok > 0) AS first_ok_t,
-        max(last_ok) AS last_ok_t,
-        max(last_t) AS session_last_t,
-        max(last_refused) AS last_refused_t,
-        -- the latest request of either source; a request one source saw fail
-        -- (a 2xx carrying a tool error) failed
-        max((last_t, failed)).2 = 1 AND max(used) = 1 AS last_failed
-    FROM per_source
-    GROUP BY h
+    WHERE p_seen OR s_valid
 ),
 -- the sessions refused before the range began: the hourly rollups for the hours
 -- before t_from's hour, the rows for the part of that hour before t_from
