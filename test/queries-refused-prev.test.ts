@@ -1,0 +1,109 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { generateEvents } from '../bench/generate-events.ts';
+import { bindInternalParams, bindParams, withFragments } from '../queries/index.ts';
+import { RETAINED_TABLES } from '../store/index.ts';
+import { insertEvents } from './fixtures/proxy-scenario.ts';
+import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+// proxy_refused_prev (queries/sql/lib) gives each proxy refused miss its session's
+// previous upstream-served request by an ASOF join, for proxy_transitions; it must
+// give exactly the prev_t and prev_ok of proxy_refused, which finds them in each
+// refused session's sorted lines (and also gives the other neighbours).
+
+type Row = { service: string; skh: string; t: number; prev_t: number; prev_ok: number };
+
+let t: TestStore;
+beforeAll(async () => {
+  t = await openTestStore('refused_prev');
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+async function empty(): Promise<void> {
+  for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+}
+
+const columns = 'service, toString(skh) AS skh, t, prev_t, toUInt8(prev_ok) AS prev_ok';
+/** Each miss with its previous request, by fragment `fragment`, in one order. */
+async function misses(fragment: string, params: Record<string, unknown> = {}): Promise<Row[]> {
+  const sql = withFragments(`-- requires: ${fragment}\nSELECT ${columns} FROM ${fragment} ORDER BY service, skh, t, prev_t, prev_ok`);
+  return t.store.query<Row>(sql, await bindInternalParams(t.store, sql, bindParams('restarts', params)));
+}
+
+/** Checks both fragments agree over `params`; returns how many misses had a previous 2xx. */
+async function agree(label: string, params: Record<string, unknown> = {}): Promise<number> {
+  const [full, prev] = [await misses('proxy_refused', params), await misses('proxy_refused_prev', params)];
+  expect(prev, label).toEqual(full);
+  return full.filter((r) => Number(r.prev_ok) === 1).length;
+}
+
+describe('proxy_refused_prev', () => {
+  it('gives proxy_refused’s previous request for every miss of every scenario, and of all of them together', async () => {
+    let withPrevOk = 0;
+    for (const name of SCENARIO_NAMES) {
+      await empty();
+      await insertEvents(t.store, scenarioEvents(name));
+      withPrevOk += await agree(name);
+    }
+    await empty();
+    await insertEvents(t.store, SCENARIO_NAMES.flatMap((name) => scenarioEvents(name)));
+    withPrevOk += await agree('all scenarios');
+    expect(withPrevOk).toBeGreaterThan(0);
+  });
+
+  it('agrees over a generated world, whole and cut ranges and per service', async () => {
+    await empty();
+    const t0Ms = Date.UTC(2026, 10, 3);
+    const world = { events: 30_000, sessions: 250, principals: 6, services: 2, bootsPerService: 4, spanS: 6 * 3600, t0Micros: t0Ms * 1000, batchRows: 3_000 };
+    let batch = 0;
+    for (const chunk of generateEvents(world)) await t.store.insertJsonEachRow('events', chunk.body, { dedupToken: `refused-prev:${batch++}` });
+    const iso = (s: number) => new Date(t0Ms + s * 1000).toISOString();
+    let withPrevOk = 0;
+    for (const params of [{}, { t_from: iso(5400), t_to: iso(15_300) }, { service: 'mcp-svc-1' }]) withPrevOk += await agree(JSON.stringify(params), params);
+    expect(withPrevOk).toBeGreaterThan(0);
+  }, 120_000);
+
+  it('takes the latest earlier microsecond, a 2xx there if any, and never a line of the miss’s own microsecond or a proxy-generated 5xx', async () => {
+    await empty();
+    const T = Date.UTC(2026, 10, 1, 10) * 1000; // µs
+    let n = 0;
+    const line = (dt_us: number, session: string, fields: Record<string, unknown>) => ({
+      event_id: `00000000-0000-4000-8000-${String(++n).padStart(12, '0')}`,
+      event_type: 'proxy_access',
+      ts: T + dt_us,
+      source: 'proxy',
+      service: 'svc-a',
+      environment: 'prod',
+      user_agent: 'claude-code/2.0.14',
+      http_method: 'POST',
+      url_path: '/mcp',
+      client_address: '10.0.0.1',
+      has_credential: true,
+      request_session_key: session,
+      ...fields,
+    });
+    const rows = [
+      // a: a 500 and a 200 at one µs, then a miss: the previous request was a 2xx
+      line(0, 'a', { http_status: 500 }),
+      line(0, 'a', { http_status: 200 }),
+      line(7, 'a', { http_status: 404 }),
+      // b: a 200, then a 502 the proxy made, then two misses at one µs with a 200 at that µs too
+      line(0, 'b', { http_status: 200 }),
+      line(3, 'b', { http_status: 502, proxy_generated: true }),
+      line(9, 'b', { http_status: 404 }),
+      line(9, 'b', { http_status: 404 }),
+      line(9, 'b', { http_status: 200 }),
+      // c: a miss with nothing before it, then a miss after a 500
+      line(1, 'c', { http_status: 404 }),
+      line(2, 'c', { http_status: 500 }),
+      line(4, 'c', { http_status: 404 }),
+    ];
+    await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: 'refused-prev-ties' });
+    await agree('ties');
+    // (t - prev_t in µs, or none, and prev_ok; sorted, as rows sort by the session's hash)
+    const prev = (await misses('proxy_refused_prev')).map((r) => `${r.prev_t === 0 ? 'none' : Math.round((r.t - r.prev_t) * 1e6)},${r.prev_ok}`);
+    expect(prev.sort()).toEqual(['2,0', '7,1', '9,1', '9,1', 'none,0'].sort());
+  });
+});
