@@ -782,28 +782,51 @@ function firstLine(message: string): string {
 }
 
 /**
- * Decodes JSONCompactEachRowWithNamesAndTypes text: numbers that ClickHouse
- * quotes (Int64, UInt64, Decimal) become JS numbers when exactly representable.
+ * Decodes JSONCompactEachRowWithNamesAndTypes text into one object per row, keyed by
+ * the column names: numbers that ClickHouse quotes (Int64, UInt64, Int128, Decimal…)
+ * become JS numbers when exactly representable, else stay strings.
+ * @param text the format's text: a line of names, a line of types, a JSON array per row.
+ * @returns the rows, in order ([] when there are none).
+ * @throws SyntaxError when a line is not JSON.
  */
 export function decodeCompact<T>(text: string): T[] {
-  const lines = text.split('\n').filter((l) => l.length > 0);
-  if (lines.length < 2) return [];
+  const lines = text.split('\n');
+  if (lines.length < 2 || !lines[1]) return [];
   const names = JSON.parse(lines[0]!) as string[];
   const types = JSON.parse(lines[1]!) as string[];
   const numeric = types.map((t) => /^(Nullable\()?(U?Int(64|128|256)|Decimal)/.test(t));
+  const row = rowMaker(names, numeric);
   const out: T[] = [];
   for (let i = 2; i < lines.length; i++) {
-    const values = JSON.parse(lines[i]!) as unknown[];
-    const row: Record<string, unknown> = {};
-    for (let c = 0; c < names.length; c++) {
-      let v = values[c];
-      if (numeric[c] && typeof v === 'string') {
-        const n = Number(v);
-        if (Number.isSafeInteger(n) || !/^-?\d+$/.test(v)) v = n;
-      }
-      row[names[c]!] = v;
-    }
-    out.push(row as T);
+    const line = lines[i]!;
+    if (line.length > 0) out.push(row(JSON.parse(line) as unknown[]) as T);
   }
   return out;
+}
+
+/** A quoted integer or decimal as a number where that is exact, else unchanged. */
+function quotedNumber(v: unknown): unknown {
+  if (typeof v !== 'string') return v;
+  const n = Number(v);
+  return Number.isSafeInteger(n) || !/^-?\d+$/.test(v) ? n : v;
+}
+
+/**
+ * A function that makes one row object of a row's values. It builds each row as one
+ * object literal with the names as its keys (each a JSON string literal, so any name is
+ * safe), so every row gets the same shape at once: assigning the columns one by one by
+ * computed name was about 2/3 of decoding `remint_pairs`' 95,757 rows at 10M events
+ * (233-246 ms against 157-183 for the literal, medians of 7, 2026-12-03). A column
+ * named `__proto__` would set the prototype in a literal: such rows take the loop.
+ */
+function rowMaker(names: string[], numeric: boolean[]): (values: unknown[]) => Record<string, unknown> {
+  if (names.includes('__proto__')) {
+    return (values) => {
+      const row: Record<string, unknown> = {};
+      for (let c = 0; c < names.length; c++) Object.defineProperty(row, names[c]!, { value: numeric[c] ? quotedNumber(values[c]) : values[c], enumerable: true, writable: true, configurable: true });
+      return row;
+    };
+  }
+  const fields = names.map((name, c) => `${JSON.stringify(name)}: ${numeric[c] ? `num(v[${c}])` : `v[${c}]`}`);
+  return new Function('num', `return (v) => ({ ${fields.join(', ')} });`)(quotedNumber) as (values: unknown[]) => Record<string, unknown>;
 }
