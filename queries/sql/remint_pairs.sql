@@ -13,20 +13,29 @@ WITH
 -- from the rows for the hours the range cuts. Neither read filters by service or
 -- environment, so a label a rollup cannot forget changes nothing here.
 {whole_hour_lo:UInt32} < {whole_hour_hi:UInt32} AS whole_hours,
-server AS
+-- the server's re-mints, one row each: FINAL, so a copy of a re-mint delivered again
+-- in another batch (not merged yet) counts once, and one under another label only
+-- under its newest (the sorting key starts with event_type: only the re-mints are
+-- read and merged)
+server_rows AS
 (
-    -- FINAL: a copy of a re-mint delivered again in another batch (not merged yet)
-    -- counts once, and one under another label only under its newest (the sorting
-    -- key starts with event_type: only the re-mints are read and merged)
-    SELECT stale_session_key, replacement_session_key, any(mode) AS mode, count() AS events,
-           min(toUnixTimestamp64Micro(ts)) / 1e6 AS first_t,
-           reinterpretAsUInt128(sipHash128(stale_session_key)) AS stale_h,
-           reinterpretAsUInt128(sipHash128(replacement_session_key)) AS replacement_h
+    SELECT stale_session_key, replacement_session_key, mode, ts
     FROM events FINAL
     WHERE event_type = 'remint' AND outcome != 'failed'
       AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
       AND ({service:String} = '' OR service = {service:String})
       AND ({environment:String} = '' OR environment = {environment:String})
+),
+-- the server's pairs (read once, below; the sets of stale sessions come from the rows,
+-- not from the pairs: the pairs' grouping on two strings was done again for each
+-- reference, `remint_pairs` 830 -> 732 ms at 10M events, medians of 9 side by side)
+server AS
+(
+    SELECT stale_session_key, replacement_session_key, any(mode) AS mode, count() AS events,
+           min(toUnixTimestamp64Micro(ts)) / 1e6 AS first_t,
+           reinterpretAsUInt128(sipHash128(stale_session_key)) AS stale_h,
+           reinterpretAsUInt128(sipHash128(replacement_session_key)) AS replacement_h
+    FROM server_rows
     GROUP BY stale_session_key, replacement_session_key
 ),
 -- the sessions some server request carried (an arrival on the id, by the hashed
@@ -61,7 +70,7 @@ alias AS
         SELECT event_id, skh, t FROM server_signals FINAL
         WHERE event_type = 'settlement' AND session_resolution = 'alias'
           AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-          AND skh IN (SELECT stale_h FROM server)
+          AND skh IN (SELECT reinterpretAsUInt128(sipHash128(stale_session_key)) FROM server_rows)
         LIMIT 1 BY event_id
     )
     GROUP BY skh
@@ -115,6 +124,6 @@ FROM
         round(p.init_t - p.miss_t, 3) AS recovery_s,
         p.adopted AS adopted
     FROM proxy_remint_pairs AS p
-    WHERE p.stale_session_key NOT IN (SELECT stale_session_key FROM server)
+    WHERE p.stale_session_key NOT IN (SELECT stale_session_key FROM server_rows)
 )
 ORDER BY refused_at, inferred, stale_session_key, replacement_session_key
