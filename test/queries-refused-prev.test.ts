@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { generateEvents } from '../bench/generate-events.ts';
 import { bindInternalParams, bindParams, withFragments } from '../queries/index.ts';
 import { RETAINED_TABLES } from '../store/index.ts';
-import { insertEvents } from './fixtures/proxy-scenario.ts';
+import { insertEvents, proxyEvents, type FixtureRequest } from './fixtures/proxy-scenario.ts';
 import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
@@ -67,40 +67,24 @@ describe('proxy_refused_prev', () => {
 
   it('takes the latest earlier microsecond, a 2xx there if any, and never a line of the miss’s own microsecond or a proxy-generated 5xx', async () => {
     await empty();
-    const T = Date.UTC(2026, 10, 1, 10) * 1000; // µs
-    let n = 0;
-    const line = (dt_us: number, session: string, fields: Record<string, unknown>) => ({
-      event_id: `00000000-0000-4000-8000-${String(++n).padStart(12, '0')}`,
-      event_type: 'proxy_access',
-      ts: T + dt_us,
-      source: 'proxy',
-      service: 'svc-a',
-      environment: 'prod',
-      user_agent: 'claude-code/2.0.14',
-      http_method: 'POST',
-      url_path: '/mcp',
-      client_address: '10.0.0.1',
-      has_credential: true,
-      request_session_key: session,
-      ...fields,
-    });
-    const rows = [
+    const us = (n: number) => n / 1e6; // fixture times are seconds
+    const requests: FixtureRequest[] = [
       // a: a 500 and a 200 at one µs, then a miss: the previous request was a 2xx
-      line(0, 'a', { http_status: 500 }),
-      line(0, 'a', { http_status: 200 }),
-      line(7, 'a', { http_status: 404 }),
+      { at: us(0), sid: 'a', status: 500 },
+      { at: us(0), sid: 'a', status: 200 },
+      { at: us(7), sid: 'a', status: 404 },
       // b: a 200, then a 502 the proxy made, then two misses at one µs with a 200 at that µs too
-      line(0, 'b', { http_status: 200 }),
-      line(3, 'b', { http_status: 502, proxy_generated: true }),
-      line(9, 'b', { http_status: 404 }),
-      line(9, 'b', { http_status: 404 }),
-      line(9, 'b', { http_status: 200 }),
-      // c: a miss with nothing before it, then a miss after a 500
-      line(1, 'c', { http_status: 404 }),
-      line(2, 'c', { http_status: 500 }),
-      line(4, 'c', { http_status: 404 }),
+      { at: us(0), sid: 'b', status: 200 },
+      { at: us(3), sid: 'b', status: 502, proxyGenerated: true },
+      { at: us(9), sid: 'b', status: 404 },
+      { at: us(9), sid: 'b', status: 404 },
+      { at: us(9), sid: 'b', status: 200 },
+      // c: a miss with nothing before it, then a miss after a 500 (the first miss was served too)
+      { at: us(1), sid: 'c', status: 404 },
+      { at: us(2), sid: 'c', status: 500 },
+      { at: us(4), sid: 'c', status: 404 },
     ];
-    await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: 'refused-prev-ties' });
+    await insertEvents(t.store, proxyEvents(requests));
     await agree('ties');
     // (t - prev_t in µs, or none, and prev_ok; sorted, as rows sort by the session's hash)
     const prev = (await misses('proxy_refused_prev')).map((r) => `${r.prev_t === 0 ? 'none' : Math.round((r.t - r.prev_t) * 1e6)},${r.prev_ok}`);
