@@ -90,4 +90,18 @@ describe('proxy_refused_prev', () => {
     const prev = (await misses('proxy_refused_prev')).map((r) => `${r.prev_t === 0 ? 'none' : Math.round((r.t - r.prev_t) * 1e6)},${r.prev_ok}`);
     expect(prev.sort()).toEqual(['2,0', '7,1', '9,1', '9,1', 'none,0'].sort());
   });
+
+  it('drops a miss whose line was delivered again as no miss (the signal rows keep the old copy)', async () => {
+    await empty();
+    const first = proxyEvents([
+      { at: 0, sid: 'k', status: 200 },
+      { at: 5, sid: 'k', status: 404 },
+      { at: 6, sid: 'k', status: 502, proxyGenerated: true },
+    ]);
+    const again = { ...proxyEvents([{ at: 5, sid: 'k', status: 200 }])[0]!, event_id: first[1]!.event_id };
+    await t.store.insertJsonEachRow('events', first.map((e) => JSON.stringify(e)).join('\n'), { dedupToken: 'refused-prev-first' });
+    await t.store.insertJsonEachRow('events', JSON.stringify(again), { dedupToken: 'refused-prev-again' });
+    await agree('delivered again');
+    expect(await misses('proxy_refused_prev')).toEqual([]);
+  });
 });

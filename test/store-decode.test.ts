@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { decodeCompact } from '../store/index.ts';
+import { openTestStore } from './helpers/store.ts';
 
 // decodeCompact turns the engine's JSONCompactEachRowWithNamesAndTypes text into row
 // objects; it builds each row as one object literal generated from the column names,
@@ -43,5 +44,30 @@ describe('decodeCompact', () => {
   it('gives no rows for an empty result, with or without its header lines', () => {
     expect(decodeCompact('')).toEqual([]);
     expect(decodeCompact(text(['a'], ['String'], []))).toEqual([]);
+  });
+});
+
+describe('Store.query', () => {
+  it('gives 64-bit and 128-bit integers above 2^53 exactly, as strings, and smaller ones as numbers', async () => {
+    const t = await openTestStore('decode');
+    try {
+      const rows = await t.store.query(
+        "SELECT toUInt64(18446744073709551615) AS u64, toInt64(-9223372036854775807) AS i64, toUInt128('340282366920938463463374607431768211455') AS u128, toUInt64(42) AS small, count() AS n FROM numbers(3)",
+      );
+      expect(rows).toEqual([{ u64: '18446744073709551615', i64: '-9223372036854775807', u128: '340282366920938463463374607431768211455', small: 42, n: 3 }]);
+      // (the setting is the statement's own: the next one is unchanged)
+      expect(await t.store.query('SELECT toUInt64(7) AS a;')).toEqual([{ a: 7 }]);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe('decodeCompact where code cannot be generated', () => {
+  it('decodes the same rows', async () => {
+    const { execFileSync } = await import('node:child_process');
+    const script = "import('./store/client.ts').then(({ decodeCompact }) => console.log(JSON.stringify(decodeCompact(['[\"a\",\"n\"]', '[\"String\",\"UInt64\"]', '[\"x\",\"5\"]', '[\"y\",\"18446744073709551615\"]'].join('\\n')))))";
+    const out = execFileSync(process.execPath, ['--disallow-code-generation-from-strings', '--import', 'tsx', '-e', script], { encoding: 'utf8' });
+    expect(JSON.parse(out)).toEqual([{ a: 'x', n: 5 }, { a: 'y', n: '18446744073709551615' }]);
   });
 });

@@ -17,6 +17,9 @@ FROM
     SELECT service, skh, t, toUInt64(toUnixTimestamp64Micro(ts)) * 2 AS mk
     FROM proxy_signal_lines
     WHERE refused AND skh != 0
+      -- (a miss whose line was delivered again as no miss is none: the signal rows keep
+      -- the old copy, the lines the newest, as proxy_refused's join to the lines does)
+      AND (skh, toUnixTimestamp64Micro(ts)) IN (SELECT skh, toUnixTimestamp64Micro(ts) FROM proxy_lines WHERE refused AND skh != 0)
 ) AS m
 ASOF LEFT JOIN
 (
