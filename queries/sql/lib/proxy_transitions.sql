@@ -7,7 +7,7 @@
 -- and the gaps' rows together (a gap row at the refusal's own time is not before it).
 -- The previous request comes from proxy_refused_prev (an ASOF join per miss), not
 -- proxy_refused (every refused session's lines gathered and sorted, for neighbours
--- this does not read): `restarts` at 10M events 865 -> 779 ms, medians of 9 side by
+-- this does not read): `restarts` at 10M events 839 -> 773 ms, medians of 9 side by
 -- side (2026-12-03).
 -- requires: proxy_refused_prev, proxy_seq
 SELECT service, skh, prev_t AS lo, t AS hi, gap.1 > prev_t AS matched, gap.2 AS run
