@@ -538,6 +538,14 @@ export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'lo
   return new ContinuityError('CONT_ERR_STORE_QUERY', firstLine(message), { cause: err, details: { sql: sql.slice(0, 500) } });
 }
 
+/**
+ * The inline clause `Store.query` ends every statement with: 64-bit integers quoted,
+ * as a server writes them by default and the embedded engine does not, so
+ * decodeCompact keeps one above 2^53 exact, as a string (inline: a setting sent per
+ * request would persist in the embedded session, see Store).
+ */
+const QUOTE_64BIT = '\nSETTINGS output_format_json_quote_64bit_integers = 1';
+
 function wrap(
   client: ClickHouseClient,
   mode: Store['mode'],
@@ -547,10 +555,6 @@ function wrap(
   maintenanceClient: ClickHouseClient = client,
 ): Store {
   const fail = (err: unknown, sql: string): ContinuityError => classifyStoreError(err, { mode, location }, sql);
-  // (64-bit integers quoted, as a server does by default and the embedded engine does
-  // not, so decodeCompact keeps one above 2^53 exact, as a string; inline: a setting per
-  // request would persist in the embedded session, see Store)
-  const QUOTE_64BIT = '\nSETTINGS output_format_json_quote_64bit_integers = 1';
   // Ad hoc statements run one at a time, each whole (its checks and its run), so the
   // time one waits for its turn is known when its turn comes (readOnly).
   let adhocTail: Promise<void> = Promise.resolve();

@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { decodeCompact } from '../store/index.ts';
 import { openTestStore } from './helpers/store.ts';
@@ -64,8 +65,7 @@ describe('Store.query', () => {
 });
 
 describe('decodeCompact where code cannot be generated', () => {
-  it('decodes the same rows', async () => {
-    const { execFileSync } = await import('node:child_process');
+  it('decodes the same rows', () => {
     const script = "import('./store/client.ts').then(({ decodeCompact }) => console.log(JSON.stringify(decodeCompact(['[\"a\",\"n\"]', '[\"String\",\"UInt64\"]', '[\"x\",\"5\"]', '[\"y\",\"18446744073709551615\"]'].join('\\n')))))";
     const out = execFileSync(process.execPath, ['--disallow-code-generation-from-strings', '--import', 'tsx', '-e', script], { encoding: 'utf8' });
     expect(JSON.parse(out)).toEqual([{ a: 'x', n: 5 }, { a: 'y', n: '18446744073709551615' }]);

@@ -19,7 +19,8 @@ WITH
 -- read and merged)
 server_rows AS
 (
-    SELECT stale_session_key, replacement_session_key, mode, ts
+    SELECT stale_session_key, replacement_session_key, mode, ts,
+           reinterpretAsUInt128(sipHash128(stale_session_key)) AS stale_h
     FROM events FINAL
     WHERE event_type = 'remint' AND outcome != 'failed'
       AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
@@ -33,7 +34,7 @@ server AS
 (
     SELECT stale_session_key, replacement_session_key, any(mode) AS mode, count() AS events,
            min(toUnixTimestamp64Micro(ts)) / 1e6 AS first_t,
-           reinterpretAsUInt128(sipHash128(stale_session_key)) AS stale_h,
+           any(stale_h) AS stale_h,
            reinterpretAsUInt128(sipHash128(replacement_session_key)) AS replacement_h
     FROM server_rows
     GROUP BY stale_session_key, replacement_session_key
@@ -70,7 +71,7 @@ alias AS
         SELECT event_id, skh, t FROM server_signals FINAL
         WHERE event_type = 'settlement' AND session_resolution = 'alias'
           AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')}
-          AND skh IN (SELECT reinterpretAsUInt128(sipHash128(stale_session_key)) FROM server_rows)
+          AND skh IN (SELECT stale_h FROM server_rows)
         LIMIT 1 BY event_id
     )
     GROUP BY skh
