@@ -100,6 +100,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
 
   app.get<{ Params: { name: string }; Querystring: Record<string, string | string[]> }>('/queries/:name', async (req) => {
     const q = getQuery(req.params.name);
+    strictQueryString(req.url);
     const given = withQueryDefaults(q.name, { ...req.query }, options.queryDefaults ?? {});
     // Bound here too only to echo the values used (defaults applied); runQuery binds again.
     const params = bindParams(q.name, given);
@@ -108,6 +109,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
   });
 
   app.get<{ Querystring: Record<string, string | string[]> }>('/report', async (req) => {
+    strictQueryString(req.url);
     const params: Record<string, unknown> = { ...req.query };
     const unknown = Object.keys(params).filter((k) => !REPORT_PARAMS.has(k));
     if (unknown.length > 0) {
@@ -137,4 +139,23 @@ function sendError(reply: FastifyReply, err: ContinuityError): FastifyReply {
   if (err.httpStatus === 503) reply.header('retry-after', '5');
   if (err.code === 'CONT_ERR_UNAUTHORIZED') reply.header('www-authenticate', bearerChallenge('continuity-api', err));
   return reply.status(err.httpStatus).send(err.toJSON());
+}
+
+/**
+ * Refuses a query string whose percent-escapes do not decode to UTF-8 (`%ff%fe`, a
+ * lone surrogate `%ED%A0%80`): the query-string parser keeps such an escape as its
+ * literal text, so `service=%ff%fe` would silently match nothing (found by a break-it
+ * pass). RFC 3986 §2.1, with the WHATWG URL standard's UTF-8 percent-decoding.
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM naming the first bad piece.
+ */
+function strictQueryString(url: string): void {
+  const at = url.indexOf('?');
+  if (at < 0) return;
+  for (const piece of url.slice(at + 1).split('&')) {
+    try {
+      decodeURIComponent(piece.replace(/\+/g, ' '));
+    } catch {
+      throw new ContinuityError('CONT_ERR_QUERY_PARAM', `${JSON.stringify(piece.slice(0, 200))} is not percent-encoded UTF-8`);
+    }
+  }
 }

@@ -54,7 +54,7 @@ export const ERROR_CODES = {
     fix: 'Migrations are append-only: restore the edited file and add a new numbered migration instead.',
   },
   CONT_ERR_READONLY: {
-    message: 'ad hoc SQL is read-only; the store refused a write',
+    message: 'ad hoc SQL is read-only; the store refused a write or a read outside the store',
     retriable: false,
     httpStatus: 403,
     fix: 'Use one SELECT (WITH, subqueries and UNION are fine) on the store\'s tables; table functions that reach outside the store (file, url, s3, remote, …) are refused too. Writes go through `continuity import` or the ingest gateway.',

@@ -17,9 +17,14 @@ export function parseTimeMicros(v: number | string): number | undefined {
   const [, y, mo, d, h = '0', mi = '0', sec = '0', frac = '', zone] = m;
   const parts = [Number(y), Number(mo), Number(d), Number(h), Number(mi), Number(sec)];
   if (parts[1]! < 1 || parts[1]! > 12 || parts[2]! < 1 || parts[2]! > 31 || parts[3]! > 23 || parts[4]! > 59 || parts[5]! > 59) return undefined;
-  const ms = Date.UTC(parts[0]!, parts[1]! - 1, parts[2]!, parts[3]!, parts[4]!, parts[5]!);
-  // Date.UTC rolls 31 February over into March: refuse what did not round-trip.
-  if (new Date(ms).getUTCDate() !== parts[2]) return undefined;
+  // (setUTCFullYear, not Date.UTC, which reads years 0-99 as 1900-1999: 0050-01-01 is
+  // the year 50, found by a break-it pass)
+  const date = new Date(0);
+  date.setUTCFullYear(parts[0]!, parts[1]! - 1, parts[2]!);
+  date.setUTCHours(parts[3]!, parts[4]!, parts[5]!, 0);
+  const ms = date.getTime();
+  // a day past the month's end rolls 31 February over into March: refuse what did not round-trip.
+  if (date.getUTCDate() !== parts[2]) return undefined;
   let offsetMin = 0;
   if (zone && zone.toUpperCase() !== 'Z') {
     const z = /^([+-])(\d{2}):?(\d{2})$/.exec(zone)!;

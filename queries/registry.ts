@@ -63,7 +63,12 @@ const commonTypes = {
  * `Number()` alone also took `0x10`, `0b1`, `Infinity` and `''` (0).
  */
 const decimal = (bounds: z.ZodNumber) =>
-  z.union([z.number(), z.string().trim().regex(/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, 'a decimal number').transform(Number)]).pipe(bounds);
+  z
+    .union([z.number(), z.string().trim().regex(/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/, 'a decimal number').transform(Number)], {
+      // (the union's own message: zod's default for a union is "Invalid input")
+      error: (issue) => `a number (got ${JSON.stringify(issue.input)})`,
+    })
+    .pipe(bounds);
 
 const windowParam = { window_s: decimal(z.number().positive().max(86_400)).default(10) };
 

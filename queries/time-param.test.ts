@@ -25,6 +25,15 @@ describe('time parameters (parseTimeMicros)', () => {
     }
   });
 
+  it('reads the years 0-99 as written (not as 1900-1999), so a range there is refused as before 1900', () => {
+    expect(new Date(parseTimeMicros('0050-01-01')! / 1000).getUTCFullYear()).toBe(50);
+    expect(new Date(parseTimeMicros('0000-03-01T12:00:00Z')! / 1000).toISOString()).toBe('0000-03-01T12:00:00.000Z');
+    expect(parseTimeMicros('0099-02-29')).toBeUndefined();
+    for (const t_from of ['0050-01-01', '0026-11-30T04:04:50Z', '0099-12-31 23:59:59']) {
+      expect(() => bindParams('restarts', { t_from }), t_from).toThrow(/from 1900 to 2200/);
+    }
+  });
+
   it('lets a range inside one millisecond through, and orders by microseconds', () => {
     const p = bindParams('proxy_traffic', { t_from: '2026-11-30 04:04:32.545440', t_to: '2026-11-30 04:04:32.545999' });
     expect(p).toMatchObject({ t_from: '2026-11-30 04:04:32.545440', t_to: '2026-11-30 04:04:32.545999' });

@@ -477,6 +477,7 @@ describe('gates files', () => {
     expect(gate(r, 'proxy_5xx_in_gap')).toMatchObject({ value: 9, verdict: 'pass', threshold: 'at most 10' });
     expect(gate(r, 'unsettled_at_shutdown')).toMatchObject({ value: 1, verdict: 'not_evaluated' });
     expect(gate(r, 'unsettled_at_shutdown').summary).toMatch(/^disabled by the gates file/);
+    expect(gate(r, 'unsettled_at_shutdown').threshold).toBe('none: disabled by the gates file (when enabled: at most 0)');
 
     const rate = parseGates(JSON.stringify({ invalid_token_rate: { ratio: 20, margin_pp: 50 } }), 'rate.json');
     const auth = await canary('auth', 'latest', { gates: rate });

@@ -864,7 +864,8 @@ function finishGate(id: GateId, m: Measured, gates: GatesConfig): GateResult {
     id,
     index: GATE_IDS.indexOf(id) + 1,
     title: GATE_TITLES[id],
-    threshold: thresholdText(id, gates),
+    // (a disabled gate has no threshold: its default would read as one, found by a newcomer pass)
+    threshold: cfg.enabled ? thresholdText(id, gates) : `none: disabled by the gates file (when enabled: ${thresholdText(id, gates)})`,
     limits: { ...cfg },
     ...m,
     ...(cfg.enabled ? {} : { verdict: 'not_evaluated' as const, summary: `disabled by the gates file; measured: ${m.summary}` }),

@@ -505,21 +505,42 @@ export const MAX_MEMORY_BYTES = 2 * 1024 ** 3;
 const DISK_FULL = /NOT_ENOUGH_SPACE|\bCode: 243\.|not enough space|No space left on device|\bENOSPC\b|errno: 28\b|Disk quota exceeded|\bEDQUOT\b|errno: 122\b/i;
 
 /**
+ * The engine's name for an error (`READONLY`, `TIMEOUT_EXCEEDED`, …: ClickHouse's
+ * ErrorCodes), as @clickhouse/client parses it into `type` from a server's answer and
+ * from chDB's; undefined for an error that did not come from the engine (a refused or
+ * dropped connection).
+ */
+export function engineErrorType(err: unknown): string | undefined {
+  const type = (err as { type?: unknown } | null)?.type;
+  return typeof type === 'string' && /^[A-Z][A-Z0-9_]*$/.test(type) ? type : undefined;
+}
+
+/**
  * Turns an error of the engine or the client into a coded error, for a store in `mode`
  * at `location` (data directory or server URL):
  * - a full disk ({@link DISK_FULL}) → CONT_ERR_STORE_UNAVAILABLE (retriable: the same
  *   write succeeds once space is freed), saying so and naming the directory or server,
  *   `details.reason = 'disk_full'`;
  * - a write under readonly=1 → CONT_ERR_READONLY; rows both inline and on stdin →
- *   CONT_ERR_STORE_STDIN; a connection that failed or closed → CONT_ERR_STORE_UNAVAILABLE;
+ *   CONT_ERR_STORE_STDIN; a connection that failed or closed (an error that is not the
+ *   engine's) → CONT_ERR_STORE_UNAVAILABLE;
  * - anything else → CONT_ERR_STORE_QUERY with the statement (`sql`, clipped) in `details`.
+ * With `userSql` (ad hoc SQL: the engine's message may quote the user's text, its
+ * literals and names), an engine error is classified by its name ({@link engineErrorType})
+ * only, never by words in its message: `SELECT toInt8('No space left on device')` is a
+ * rejected statement, not a full disk (found by a break-it pass).
  * A ContinuityError is returned as it is.
  */
-export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'location'>, sql: string): ContinuityError {
+export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'location'>, sql: string, options: { userSql?: boolean } = {}): ContinuityError {
   if (err instanceof ContinuityError) return err;
   const e = err as Error & { code?: string; type?: string };
   const message = e.message ?? String(err);
-  if (DISK_FULL.test(message) || e.type === 'NOT_ENOUGH_SPACE') {
+  const type = engineErrorType(err);
+  if (options.userSql && type !== undefined) {
+    if (type === 'READONLY') return new ContinuityError('CONT_ERR_READONLY', firstLine(message), { cause: err });
+    if (type !== 'NOT_ENOUGH_SPACE') return new ContinuityError('CONT_ERR_STORE_QUERY', firstLine(message), { cause: err, details: { sql: sql.slice(0, 500) } });
+  }
+  if (DISK_FULL.test(message) || type === 'NOT_ENOUGH_SPACE') {
     const where = store.mode === 'embedded' ? `the file system of the data directory ${store.location} is full` : `the ClickHouse server ${store.location} has no space left`;
     return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${where}: ${firstLine(message).trim()}`, {
       cause: err,
@@ -532,7 +553,7 @@ export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'lo
   if (/both inlined and external data/.test(message)) {
     return new ContinuityError('CONT_ERR_STORE_STDIN', firstLine(message), { cause: err });
   }
-  if (/ECONNREFUSED|ECONNRESET|socket hang up|Timeout error|closed/i.test(message)) {
+  if (type === undefined && /ECONNREFUSED|ECONNRESET|socket hang up|Timeout error|closed/i.test(message)) {
     return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${store.location}: ${firstLine(message)}`, { cause: err });
   }
   return new ContinuityError('CONT_ERR_STORE_QUERY', firstLine(message), { cause: err, details: { sql: sql.slice(0, 500) } });
@@ -624,8 +645,19 @@ function wrap(
       const mine = new Promise<void>((resolve) => (release = resolve));
       const previous = adhocTail;
       adhocTail = previous.then(() => mine);
-      await previous;
       try {
+        // Its turn, or its time out while it waits (a break-it pass saw a statement with
+        // timeout_s 3 answered after 7 s, behind an 8 s one): it then leaves the line
+        // without running, and the one after it waits only for the one before.
+        const waitS = Math.max(1, Math.floor(options.maxExecutionS));
+        let timer: NodeJS.Timeout | undefined;
+        const outOfTime = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), waitS * 1000)));
+        const turn = await Promise.race([previous.then(() => 'turn' as const), outOfTime]).finally(() => clearTimeout(timer));
+        if (turn === 'timeout') {
+          throw new ContinuityError('CONT_ERR_SQL_TIMEOUT', `waited ${waitS} s behind other ad hoc statements, of timeout_s ${waitS}; it did not start`, {
+            details: { timeoutS: waitS, waited: 'queue' },
+          });
+        }
         return await runReadOnly(sql, options, started);
       } finally {
         release();
@@ -638,8 +670,10 @@ function wrap(
   };
 
   async function runReadOnly(sql: string, options: ReadOnlyOptions, started: number): Promise<Buffer> {
+    // (the user's statement: its errors are classified by the engine's error name only)
+    const failUser = (err: unknown): ContinuityError => classifyStoreError(err, { mode, location }, sql, { userSql: true });
     const statement = await singleStatement(adhocClient, sql).catch((err: unknown) => {
-      throw fail(err, sql);
+      throw failUser(err);
     });
     const maxRows = Math.max(1, Math.floor(options.maxRows));
     const maxSeconds = Math.max(1, Math.floor(options.maxExecutionS));
@@ -653,11 +687,11 @@ function wrap(
       `SETTINGS readonly = 1, max_execution_time = ${seconds}, max_result_bytes = ${MAX_RESULT_BYTES}, max_memory_usage = ${MAX_MEMORY_BYTES}, output_format_arrow_compression_method = 'none'\n` +
       `FORMAT ${options.format}`;
     const refuse = (err: unknown): ContinuityError => {
-      const e = fail(err, sql);
-      if (e.code === 'CONT_ERR_STORE_QUERY' && /TIMEOUT_EXCEEDED|Timeout exceeded/i.test(e.message)) {
+      const e = failUser(err);
+      if (e.code === 'CONT_ERR_STORE_QUERY' && engineErrorType(err) === 'TIMEOUT_EXCEEDED') {
         return new ContinuityError('CONT_ERR_SQL_TIMEOUT', `the statement ran longer than ${maxSeconds} s: ${e.message}`, { cause: err, details: { timeoutS: maxSeconds } });
       }
-      if (e.code === 'CONT_ERR_STORE_QUERY' && /Syntax error/i.test(e.message) && !/^\s*(SELECT|WITH|\()/i.test(statement)) {
+      if (e.code === 'CONT_ERR_STORE_QUERY' && engineErrorType(err) === 'SYNTAX_ERROR' && !/^\s*(SELECT|WITH|\()/i.test(statement)) {
         return new ContinuityError('CONT_ERR_READONLY', 'only queries can run as ad hoc SQL', { cause: err });
       }
       return e;
@@ -702,11 +736,19 @@ function resultRows(rs: { summary?: { result_rows?: string } }): number | null {
  *   SHOW, DESCRIBE and EXPLAIN, which cannot run inside the read-only wrapper.
  */
 async function singleStatement(client: ClickHouseClient, sql: string): Promise<string> {
-  const rs = await client.query({
-    query: 'SELECT formatQuerySingleLine({sql:String}) AS q',
-    format: 'JSONEachRow',
-    query_params: { sql },
-  });
+  const rs = await client
+    .query({
+      query: 'SELECT formatQuerySingleLine({sql:String}) AS q',
+      format: 'JSONEachRow',
+      query_params: { sql },
+    })
+    .catch((err: unknown) => {
+      // (the engine's message quotes this wrapper, not the user's statement: say it plainly)
+      if (engineErrorType(err) === 'SYNTAX_ERROR' && /Multi-statements are not allowed/.test((err as Error).message)) {
+        throw new ContinuityError('CONT_ERR_SQL_REFUSED', 'one statement per call: the text holds more than one (separated by ;)', { cause: err });
+      }
+      throw err;
+    });
   const rows = (await rs.json()) as Array<{ q: string }>;
   const q = rows[0]?.q ?? '';
   // Neither check below is a permission check (readonly=1 and inspectWrapped are):
@@ -730,7 +772,8 @@ async function singleStatement(client: ClickHouseClient, sql: string): Promise<s
       { details: { statement: q.slice(0, 500) } },
     );
   }
-  return q.replace(/\s+FORMAT\s+\w+\s*$/i, '');
+  // (the engine's canonical text may quote the format's name: FORMAT `Null`)
+  return q.replace(/\s+FORMAT\s+(?:\w+|`[^`]+`|"[^"]+")\s*$/i, '');
 }
 
 /** One node of `EXPLAIN AST` output: its depth, kind (`Set`, `Function`, …), name, and parent's index. */

@@ -242,6 +242,11 @@ describe('sql, query and hash', () => {
     expect(none.code).toBe(2);
     expect(none.stderr).toMatch(/CONT_ERR_CONFIG: .*typo\/hash\.key does not exist: nothing was hashed into a store at .*typo yet/);
     expect(existsSync(join(typo, 'hash.key'))).toBe(false);
+    // an empty id is refused, not hashed
+    const empty = await continuity(['hash', ''], dir);
+    expect(empty.code).toBe(2);
+    expect(empty.stdout).toBe('');
+    expect(empty.stderr).toMatch(/CONT_ERR_CONFIG: .*non-empty raw id/);
   });
 });
 

@@ -259,7 +259,7 @@ describe('POST /api/sql: writes refused', () => {
     const before = await count();
     const res = await post({ sql: statement });
     expect([400, 403], res.body).toContain(res.statusCode);
-    expect(res.json().code).toMatch(/^CONT_ERR_(READONLY|STORE_QUERY)$/);
+    expect(res.json().code).toMatch(/^CONT_ERR_(READONLY|STORE_QUERY|SQL_REFUSED)$/);
     expect(await count()).toBe(before);
     const [tables] = await t.store.query<{ names: string[] }>("SELECT groupArray(name) AS names FROM system.tables WHERE database = currentDatabase() AND name IN ('events', 'pwned', 'events_old')");
     expect(tables!.names).toEqual(['events']);
@@ -323,15 +323,18 @@ describe('POST /api/sql: writes refused', () => {
   });
 
   it('a statement that runs out of timeout_s is 504 CONT_ERR_SQL_TIMEOUT, and one that waited that long behind it does not start', async () => {
-    // ad hoc statements run one at a time: the second waits for the first's 2 s
+    // ad hoc statements run one at a time: the second waits for the first's 2 s, and
+    // gives up at its own timeout_s, before the first is done
+    const done: string[] = [];
     const [long, short] = await Promise.all([
-      post({ sql: 'SELECT count() FROM numbers(1000000000000)', timeout_s: 2 }),
-      post({ sql: 'SELECT 1 AS one', timeout_s: 1 }),
+      post({ sql: 'SELECT count() FROM numbers(1000000000000)', timeout_s: 2 }).finally(() => done.push('long')),
+      post({ sql: 'SELECT 1 AS one', timeout_s: 1 }).finally(() => done.push('short')),
     ]);
+    expect(done).toEqual(['short', 'long']);
     expect(long.statusCode, long.body).toBe(504);
     expect(long.json()).toMatchObject({ code: 'CONT_ERR_SQL_TIMEOUT', message: expect.stringContaining('ran longer than 2 s') });
     expect(short.statusCode, short.body).toBe(504);
-    expect(short.json()).toMatchObject({ code: 'CONT_ERR_SQL_TIMEOUT', message: expect.stringMatching(/: waited [\d.]+ s behind other ad hoc statements, of timeout_s 1; it did not start$/) });
+    expect(short.json()).toMatchObject({ code: 'CONT_ERR_SQL_TIMEOUT', message: expect.stringMatching(/: waited 1 s behind other ad hoc statements, of timeout_s 1; it did not start$/) });
   });
 
   it('still answers a read afterwards', async () => {
@@ -410,7 +413,7 @@ describe('continuity query and continuity sql (real processes)', () => {
   ])('sql refuses %s (exit 1, coded) and the data stays', async (_what, statement) => {
     const r = await cli(['sql', statement]);
     expect(r.code, r.stdout).toBe(1);
-    expect(r.stderr).toMatch(/CONT_ERR_(READONLY|STORE_QUERY)/);
+    expect(r.stderr).toMatch(/CONT_ERR_(READONLY|STORE_QUERY|SQL_REFUSED)/);
     expect(existsSync(OUT)).toBe(false);
   });
 

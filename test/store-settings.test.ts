@@ -69,6 +69,32 @@ describe('ad hoc SQL is read-only, enforced by the store', () => {
     expect(await count()).toBeGreaterThan(0);
   });
 
+  it('names a second statement plainly, without the wrapper the engine parsed it in', async () => {
+    const err = (await t.store.readOnly('SELECT 1; SELECT 2', opts).catch((e: unknown) => e)) as { code: string; message: string };
+    expect(err).toMatchObject({ code: 'CONT_ERR_SQL_REFUSED' });
+    expect(err.message).toMatch(/one statement per call/);
+    expect(err.message).not.toMatch(/formatQuerySingleLine/);
+  });
+
+  it('classifies an ad hoc statement\'s error by the engine\'s error name, never by words its message quotes', async () => {
+    // each message quotes the user's text: a literal, a column name, a throwIf message
+    for (const sql of [
+      "SELECT toInt8('No space left on device')",
+      'SELECT closed FROM events',
+      'SELECT readonly_flag FROM events',
+      "SELECT throwIf(1, 'Timeout exceeded')",
+      "SELECT throwIf(1, 'ECONNREFUSED socket hang up')",
+    ]) {
+      const err = await t.store.readOnly(sql, opts).catch((e: unknown) => e);
+      expect(err, sql).toMatchObject({ code: 'CONT_ERR_STORE_QUERY', retriable: false, httpStatus: 400 });
+    }
+  });
+
+  it('runs a statement whose FORMAT the engine writes quoted (FORMAT Null, canonically FORMAT `Null`)', async () => {
+    const out = await t.store.readOnly('SELECT 1 AS one FORMAT Null', opts);
+    expect(JSON.parse(out.toString().trim())).toEqual({ one: 1 });
+  });
+
   it('names a write as CONT_ERR_READONLY', async () => {
     await expect(t.store.readOnly('DROP TABLE events', opts)).rejects.toMatchObject({ code: 'CONT_ERR_READONLY' });
     await expect(t.store.readOnly("SELECT * FROM file('/etc/passwd', LineAsString)", opts)).rejects.toMatchObject({ code: 'CONT_ERR_READONLY' });

@@ -11,7 +11,7 @@ interface ServeFlags {
 }
 
 function describe(e: ServerEndpoints, location: string, mode: string, token: boolean): string {
-  const owner = mode === 'embedded' ? ' (this process owns it: other commands read it through the API below)' : '';
+  const owner = mode === 'embedded' ? ' (this process owns it while it runs: other continuity commands on this directory stop with CONT_ERR_STORE_LOCKED; read it through the HTTP API below)' : '';
   return [
     `continuity serve: store ${mode} ${location}${owner}`,
     `listening on ${e.base}`,
