@@ -15,7 +15,9 @@
  * `session_continuity` 1,148 1,159 988 2,026 978 963 1,004 956 ms in one process.
  * With compilation off there is no slow run, but every run is as slow as the first
  * ones: 949 against about 880 ms. Of 3 warm runs the median was the compile or an
- * uncompiled run; 5 take the median of the compiled ones, what `serve` runs.)
+ * uncompiled run. Of 5, runs 4 and 5 are compiled, what `serve` runs once warm, and the
+ * median is then usually the faster of the two uncompiled runs 1 and 2: it leans slow
+ * (`session_continuity` 1,671 1,429 1,832 1,308 1,139 → 1,429, 2026-12-03).)
  * Goals (issue: full query set at 10M events): each query ≤ 1 s, the canary report ≤ 3 s.
  * The last line printed is one JSON object:
  * `{ events, max_query_ms, canary_ms, queries: { name: ms, … }, cold: { … }, fixed: { … }, … }`

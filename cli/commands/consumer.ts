@@ -1,6 +1,7 @@
 import { Option, type Command } from 'commander';
-import { createReadServer, type ReadServer } from '../../api/index.ts';
-import { createKafkaConsumer, DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, type ConsumerEvent, type KafkaLogLevel } from '../../ingest/index.ts';
+import type { ReadServer } from '../../api/index.ts';
+import type { ConsumerEvent, KafkaLogLevel } from '../../ingest/index.ts';
+import { DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES } from '../../ingest/consumer/defaults.ts';
 import { retry } from '../../core/index.ts';
 import { startCompaction, type Compaction } from '../../store/index.ts';
 import { configFrom, listenError, openCommandStore, portFlag, positiveFlag } from '../context.ts';
@@ -54,6 +55,8 @@ export function registerConsumer(program: Command): void {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
       const kafka = requireKafka(config, 'consumer');
       const port = flags.port === undefined ? undefined : portFlag(flags.port);
+      // (loaded here, not at start: every other command would pay for Kafka and HTTP)
+      const [{ createKafkaConsumer }, { createReadServer }] = await Promise.all([import('../../ingest/index.ts'), import('../../api/index.ts')]);
       const store = await openCommandStore(config);
       const line = (o: object): void => {
         process.stdout.write(JSON.stringify(o) + '\n');

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../../core/index.ts';
-import { ensureCaddy, renderDrillText, runDrill, type DrillResult, type DrillVariant } from '../../drill/index.ts';
+import type { DrillResult, DrillVariant } from '../../drill/index.ts';
 import { ContinuityError } from '../../core/index.ts';
 import { withStore } from '../context.ts';
 import { untilSignal } from '../signals.ts';
@@ -32,6 +32,8 @@ export function registerDrill(program: Command): void {
     .action(async (flags: DrillFlags) => {
       const variants = VARIANTS[flags.variant];
       if (!variants) throw new ContinuityError('CONT_ERR_CONFIG', `--variant must be stale, reinit or both, not ${JSON.stringify(flags.variant)}`);
+      // (loaded here, not at start: every other command would pay for the MCP SDK and the drill)
+      const { ensureCaddy, renderDrillText, runDrill } = await import('../../drill/index.ts');
       const caddyBin = ensureCaddy({ install: false });
       const dataDir = mkdtempSync(join(tmpdir(), 'continuity-drill-store-'));
       // The drill's own store and key: it never touches the configured data directory.

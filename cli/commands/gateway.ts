@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { closeWithin, ContinuityError, type Config, type KafkaConfig } from '../../core/index.ts';
-import { createGateway, createKafkaProducerSink, mapOtlpRecord, type KafkaLogLevel } from '../../ingest/index.ts';
+import type { KafkaLogLevel } from '../../ingest/index.ts';
 import { configFrom, listenError, portFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
 
@@ -39,6 +39,8 @@ export function registerGateway(program: Command): void {
     .action(async (flags: GatewayFlags, cmd: Command) => {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
       const kafka = requireKafka(config, 'gateway');
+      // (loaded here, not at start: every other command would pay for Kafka and HTTP)
+      const { createGateway, createKafkaProducerSink, mapOtlpRecord } = await import('../../ingest/index.ts');
       const sink = createKafkaProducerSink({ kafka, logLevel: flags.logLevel });
       await sink.start().catch((err: unknown) => {
         process.stderr.write(`warning: ${(err as Error).message}; answering 503 until Kafka is back\n`);

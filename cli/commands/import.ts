@@ -1,6 +1,6 @@
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
-import { assertSomethingImported, importCaddyLogs, type ImportProgress, type ImportReport } from '../../collectors/index.ts';
+import type { ImportProgress, ImportReport } from '../../collectors/index.ts';
 import { hasherForConfig } from '../../core/hash.ts';
 import type { Config } from '../../core/config.ts';
 import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
@@ -21,6 +21,8 @@ const collect = (v: string, acc: string[] = []) => [...acc, v];
  * @throws ContinuityError CONT_ERR_NOTHING_IMPORTED when no access entry was read.
  */
 async function runImport(store: Store, config: Config, access: string[], flags: ImportFlags): Promise<ImportReport> {
+  // (loaded here, not at start: the commands that import nothing would pay for the parsers)
+  const { assertSomethingImported, importCaddyLogs } = await import('../../collectors/index.ts');
   const bar = process.stderr.isTTY
     ? new cliProgress.SingleBar(
         { format: 'importing {file} [{bar}] {percentage}% {value}/{total} MiB', hideCursor: true, clearOnComplete: true },

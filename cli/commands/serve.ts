@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createContinuityServer, type ServerEndpoints } from '../../api/index.ts';
+import type { ServerEndpoints } from '../../api/index.ts';
 import { startCompaction } from '../../store/index.ts';
 import { configFrom, listenError, openCommandStore, portFlag } from '../context.ts';
 import { untilSignal } from '../signals.ts';
@@ -44,6 +44,8 @@ export function registerServe(program: Command): void {
     .action(async (flags: ServeFlags, cmd: Command) => {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
       const port = portFlag(flags.port);
+      // (loaded here, not at start: every other command would pay for the HTTP stack)
+      const { createContinuityServer } = await import('../../api/index.ts');
       const store = await openCommandStore(config);
       const server = await createContinuityServer({ store, bearerToken: config.ingestToken, queryDefaults: config });
       // a second signal exits at once: say what of the accepted events it leaves unwritten

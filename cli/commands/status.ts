@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { createKafka, fetchConsumerLag, findCommittedGroups, type CommittedGroups, type ConsumerLag } from '../../ingest/index.ts';
+import type { CommittedGroups, ConsumerLag } from '../../ingest/index.ts';
 import { ContinuityError } from '../../core/index.ts';
 import { configFrom } from '../context.ts';
 
@@ -33,6 +33,8 @@ export function registerStatus(program: Command): void {
         process.stdout.write(flags.json ? JSON.stringify(msg) + '\n' : `${msg.note} (store ${config.dataDir})\n`);
         return;
       }
+      // (loaded here, not at start: every other command would pay for Kafka)
+      const { createKafka, fetchConsumerLag, findCommittedGroups } = await import('../../ingest/index.ts');
       const admin = createKafka(kafka, { clientId: 'continuity-status', retries: 2 }).admin();
       let lag: ConsumerLag;
       let others: CommittedGroups | Error | undefined;
