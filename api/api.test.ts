@@ -125,6 +125,14 @@ describe('POST /api/sql', () => {
     expect(Number(body.data[0]!.n)).toBe(10);
   });
 
+  it('renders format table as a text table with stored values inert (an escape sequence as text)', async () => {
+    const res = await sql({ sql: "SELECT concat('ua', char(27), '[2J') AS ua, toUInt64(18446744073709551615) AS big" , format: 'table' });
+    expect(res.statusCode).toBe(200);
+    expect(res.headers['content-type']).toMatch(/^text\/plain/);
+    expect(res.body).not.toContain('\u001b');
+    expect(res.body).toMatch(/│ ua\\x1B\[2J │ 18446744073709551615 │/);
+  });
+
   it('honours format and max_rows', async () => {
     const res = await sql({ sql: 'SELECT number FROM system.numbers', format: 'csv', max_rows: 3, timeout_s: 5 });
     expect(res.statusCode).toBe(200);

@@ -2,6 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } 
 import { z } from 'zod';
 import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
 import { NAMED_QUERIES, bindParams, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
+import { formatTable, parseTabSeparatedWithNames } from '../core/table.ts';
 import { buildContinuityReport } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
 
@@ -18,14 +19,17 @@ export interface ApiOptions {
 /**
  * `POST /api/sql` output formats: name → ClickHouse output format and the
  * response content type. `json` is ClickHouse's `JSON` format
- * (`{ meta, data, rows, statistics }`; 64-bit integers are quoted).
+ * (`{ meta, data, rows, statistics }`; 64-bit integers are quoted); `table` is a text
+ * table drawn from `TSVWithNames` here, as `continuity sql` draws it (core/table.ts).
  */
 export const SQL_FORMATS = {
   json: { format: 'JSON', contentType: 'application/json; charset=utf-8' },
   jsonl: { format: 'JSONEachRow', contentType: 'application/x-ndjson; charset=utf-8' },
   csv: { format: 'CSVWithNames', contentType: 'text/csv; charset=utf-8' },
   tsv: { format: 'TSVWithNames', contentType: 'text/tab-separated-values; charset=utf-8' },
-  table: { format: 'PrettyCompactMonoBlock', contentType: 'text/plain; charset=utf-8' },
+  // (rendered here from TSVWithNames, as `continuity sql` renders it: the engine's Pretty
+  // formats write an escape sequence in a stored value to a terminal as it is)
+  table: { format: 'TSVWithNames', contentType: 'text/plain; charset=utf-8' },
   arrow: { format: 'ArrowStream', contentType: 'application/vnd.apache.arrow.stream' },
 } as const;
 
@@ -131,6 +135,10 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     // the body is the result in the asked format alone: whether max_rows cut it goes in headers
     if (result.rows !== null) reply.header('x-continuity-rows', String(result.rows));
     if (result.limited) reply.header('x-continuity-row-limit', `reached: max_rows ${max_rows}; the result may have more`);
+    if (format === 'table') {
+      const { head, rows } = parseTabSeparatedWithNames(body.toString('utf8'));
+      return reply.header('content-type', out.contentType).send(formatTable(head, rows));
+    }
     return reply.header('content-type', out.contentType).send(body);
   });
 };

@@ -1,5 +1,6 @@
-import Table from 'cli-table3';
-import { visibleText } from '../core/text.ts';
+import { formatTable } from '../core/table.ts';
+
+export { formatTable, parseTabSeparatedWithNames } from '../core/table.ts';
 
 /** Output formats for row results. */
 export type RowFormat = 'table' | 'json' | 'csv';
@@ -15,9 +16,6 @@ export function formatRows(rows: Array<Record<string, unknown>>, format: RowForm
     };
     return [cols.map(cell).join(','), ...rows.map((r) => cols.map((c) => cell(r[c])).join(','))].join('\r\n') + '\r\n';
   }
-  if (rows.length === 0) return '(no rows)\n';
-  const table = new Table({ head: cols, style: { head: [], border: [] } });
-  // (what the store holds, shown on a terminal: control and bidi characters as escapes, core/text.ts)
-  for (const r of rows) table.push(cols.map((c) => visibleText(r[c] === null || r[c] === undefined ? '' : typeof r[c] === 'object' ? JSON.stringify(r[c]) : String(r[c]))));
-  return table.toString() + '\n';
+  const text = (v: unknown) => (v === null || v === undefined ? '' : typeof v === 'object' ? JSON.stringify(v) : String(v));
+  return formatTable(cols, rows.map((r) => cols.map((c) => text(r[c]))));
 }

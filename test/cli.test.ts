@@ -229,6 +229,19 @@ describe('sql, query and hash', () => {
     expect(csv.code, csv.stderr).toBe(0);
     expect(csv.stdout.split('\r\n')[0]).toBe('service,source,evidence,boot_id,release,prev_boot_id,prev_release,down_from,up_at,downtime_s,proxy_5xx,proxy_5xx_post,proxy_5xx_get,sessions_refused');
   });
+  it('sql --format table shows stored values inert (an escape sequence as text), NULL as ᴺᵁᴸᴸ, and 64-bit numbers exactly', async () => {
+    const dir = freshDir();
+    const r = await continuity(['sql', "SELECT concat('ua', char(27), '[2J', char(7)) AS ua, NULL AS n, 18446744073709551615 AS big, 'back\\\\slash' AS bs"], dir);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).not.toMatch(/[\u001b\u0007]/);
+    expect(r.stdout).toContain('ua\\x1B[2J\\x07');
+    expect(r.stdout).toMatch(/│ ua\s+│ n\s+│ big\s+│ bs\s+│/);
+    expect(r.stdout).toContain('ᴺᵁᴸᴸ');
+    expect(r.stdout).toContain('18446744073709551615');
+    expect(r.stdout).toContain('back\\slash');
+    expect((await continuity(['sql', 'SELECT 1 WHERE 0'], dir)).stdout).toBe('(no rows)\n');
+  });
+
   it('hash prints the keyed hash the store uses for a raw id', async () => {
     const dir = freshDir();
     await continuity(['import', 'caddy', `${CAPTURES}caddy-sdk-restart/caddy-access.log`], dir);

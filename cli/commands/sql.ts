@@ -1,12 +1,16 @@
 import type { Command } from 'commander';
 import { ContinuityError } from '../../core/errors.ts';
 import { configFrom, positiveFlag, withStore } from '../context.ts';
+import { formatTable, parseTabSeparatedWithNames } from '../format.ts';
 
 /** The longest an ad hoc statement may run, s (as `timeout_s` of POST /api/sql). */
 const MAX_TIMEOUT_S = 600;
 
 const FORMATS: Record<string, string> = {
-  table: 'PrettyCompactMonoBlock',
+  // (rendered here, as `continuity query` renders its rows: the engine's Pretty formats
+  // write an escape sequence in a stored value to the terminal as it is, found by a
+  // newcomer pass; the text values stay exact)
+  table: 'TabSeparatedWithNames',
   json: 'JSONEachRow',
   csv: 'CSVWithNames',
   arrow: 'ArrowStream',
@@ -36,7 +40,12 @@ export function registerSql(program: Command): void {
       const config = configFrom(cmd.optsWithGlobals());
       let limited = false;
       const out = await withStore(config, (store) => store.readOnly(statement, { format, maxRows, maxExecutionS, onResult: (r) => (limited = r.limited) }));
-      process.stdout.write(out);
+      if (opts.format === 'table') {
+        const { head, rows } = parseTabSeparatedWithNames(out.toString('utf8'));
+        process.stdout.write(formatTable(head, rows));
+      } else {
+        process.stdout.write(out);
+      }
       // (stderr: the output stays the result alone, for pipes and files)
       if (limited) process.stderr.write(`note: the output stops at --max-rows ${maxRows} rows; the result may have more (raise --max-rows)\n`);
     });

@@ -1,0 +1,36 @@
+/** Terminal tables of stored values, shown inert (core/text.ts), for `continuity sql` and `POST /api/sql`'s `table` format. */
+import Table from 'cli-table3';
+import { visibleText } from './text.ts';
+
+/**
+ * Renders a header and rows of cell texts as a terminal table (cli-table3), every
+ * cell through {@link visibleText}: what the store holds (a user agent, a path from a
+ * proxy log) is shown with its control and bidi characters as escapes, never acted on
+ * by the terminal (core/text.ts). `(no rows)` for none.
+ */
+export function formatTable(head: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
+  if (rows.length === 0) return '(no rows)\n';
+  const table = new Table({ head: head.map(visibleText), style: { head: [], border: [] } });
+  for (const r of rows) table.push(r.map(visibleText));
+  return table.toString() + '\n';
+}
+
+/**
+ * Parses ClickHouse's `TabSeparatedWithNames` output: a header line of column names,
+ * then a line per row, fields split by tabs, with the format's escapes undone
+ * (`\\`, `\t`, `\n`, `\r`, `\0`, `\b`, `\f`, `\'`; ClickHouse docs, "TabSeparated":
+ * "Data Formatting"), and `\N`, NULL, shown as `ᴺᵁᴸᴸ`. Every other value stays the
+ * text the engine wrote (a 64-bit number exactly, an array as `[1,2]`).
+ * @returns the column names and the rows' cell texts.
+ */
+export function parseTabSeparatedWithNames(text: string): { head: string[]; rows: string[][] } {
+  // (\N alone is NULL, shown as ClickHouse's own terminal formats show it)
+  const unescape = (field: string) =>
+    field === '\\N'
+      ? 'ᴺᵁᴸᴸ'
+      : field.replace(/\\(.)/gs, (_m, c: string) => ({ t: '\t', n: '\n', r: '\r', '0': '\0', b: '\b', f: '\f', a: '\u0007', v: '\v', e: '\u001b' })[c] ?? c);
+  const lines = text.split('\n');
+  if (lines.at(-1) === '') lines.pop();
+  const [header, ...body] = lines;
+  return { head: header === undefined ? [] : header.split('\t').map(unescape), rows: body.map((l) => l.split('\t').map(unescape)) };
+}
