@@ -92,6 +92,9 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     return reply.status(500).send({ code: 'INTERNAL', message: 'internal error' });
   });
 
+  // every route's query string decoded strictly (the parser keeps a bad escape as text)
+  app.addHook('preValidation', async (req) => strictQueryString(req.url));
+
   if (bearerOk) {
     app.addHook('onRequest', async (req) => {
       if (!bearerOk(req.headers.authorization)) throw unauthorized(req.headers.authorization);
@@ -104,7 +107,6 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
 
   app.get<{ Params: { name: string }; Querystring: Record<string, string | string[]> }>('/queries/:name', async (req) => {
     const q = getQuery(req.params.name);
-    strictQueryString(req.url);
     const given = withQueryDefaults(q.name, { ...req.query }, options.queryDefaults ?? {});
     // Bound here too only to echo the values used (defaults applied); runQuery binds again.
     const params = bindParams(q.name, given);
@@ -113,7 +115,6 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
   });
 
   app.get<{ Querystring: Record<string, string | string[]> }>('/report', async (req) => {
-    strictQueryString(req.url);
     const params: Record<string, unknown> = { ...req.query };
     const unknown = Object.keys(params).filter((k) => !REPORT_PARAMS.has(k));
     if (unknown.length > 0) {

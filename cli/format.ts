@@ -1,7 +1,5 @@
 import { formatTable } from '../core/table.ts';
 
-export { formatTable, parseTabSeparatedWithNames } from '../core/table.ts';
-
 /** Output formats for row results. */
 export type RowFormat = 'table' | 'json' | 'csv';
 

@@ -547,7 +547,7 @@ export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'lo
       details: { ...(store.mode === 'embedded' ? { dataDir: store.location } : { url: store.location }), reason: 'disk_full' },
     });
   }
-  if (/readonly mode|READONLY/i.test(message) || e.type === 'READONLY') {
+  if (/readonly mode|READONLY/i.test(message) || type === 'READONLY') {
     return new ContinuityError('CONT_ERR_READONLY', firstLine(message), { cause: err });
   }
   if (/both inlined and external data/.test(message)) {
@@ -653,11 +653,7 @@ function wrap(
         let timer: NodeJS.Timeout | undefined;
         const outOfTime = new Promise<'timeout'>((resolve) => (timer = setTimeout(() => resolve('timeout'), waitS * 1000)));
         const turn = await Promise.race([previous.then(() => 'turn' as const), outOfTime]).finally(() => clearTimeout(timer));
-        if (turn === 'timeout') {
-          throw new ContinuityError('CONT_ERR_SQL_TIMEOUT', `waited ${waitS} s behind other ad hoc statements, of timeout_s ${waitS}; it did not start`, {
-            details: { timeoutS: waitS, waited: 'queue' },
-          });
-        }
+        if (turn === 'timeout') throw queueTimeout(waitS, waitS);
         return await runReadOnly(sql, options, started);
       } finally {
         release();
@@ -688,10 +684,11 @@ function wrap(
       `FORMAT ${options.format}`;
     const refuse = (err: unknown): ContinuityError => {
       const e = failUser(err);
-      if (e.code === 'CONT_ERR_STORE_QUERY' && engineErrorType(err) === 'TIMEOUT_EXCEEDED') {
+      const type = engineErrorType(err);
+      if (e.code === 'CONT_ERR_STORE_QUERY' && type === 'TIMEOUT_EXCEEDED') {
         return new ContinuityError('CONT_ERR_SQL_TIMEOUT', `the statement ran longer than ${maxSeconds} s: ${e.message}`, { cause: err, details: { timeoutS: maxSeconds } });
       }
-      if (e.code === 'CONT_ERR_STORE_QUERY' && engineErrorType(err) === 'SYNTAX_ERROR' && !/^\s*(SELECT|WITH|\()/i.test(statement)) {
+      if (e.code === 'CONT_ERR_STORE_QUERY' && type === 'SYNTAX_ERROR' && !/^\s*(SELECT|WITH|\()/i.test(statement)) {
         return new ContinuityError('CONT_ERR_READONLY', 'only queries can run as ad hoc SQL', { cause: err });
       }
       return e;
@@ -705,11 +702,7 @@ function wrap(
     const waitedS = (performance.now() - started) / 1000;
     // (whole seconds for max_execution_time, rounded up)
     const leftS = Math.ceil(maxSeconds - waitedS);
-    if (leftS < 1) {
-      throw new ContinuityError('CONT_ERR_SQL_TIMEOUT', `waited ${waitedS.toFixed(1)} s behind other ad hoc statements, of timeout_s ${maxSeconds}; it did not start`, {
-        details: { timeoutS: maxSeconds, waited: 'queue' },
-      });
-    }
+    if (leftS < 1) throw queueTimeout(waitedS, maxSeconds);
     try {
       const rs = await adhocClient.exec({ query: wrappedFor(leftS) });
       const chunks: Buffer[] = [];
@@ -721,6 +714,14 @@ function wrap(
       throw refuse(err);
     }
   }
+}
+
+/** An ad hoc statement's refusal after waiting `waitedS` of its `timeoutS` for its turn (and its checks): it did not start. */
+function queueTimeout(waitedS: number, timeoutS: number): ContinuityError {
+  const waited = Number.isInteger(waitedS) ? String(waitedS) : waitedS.toFixed(1);
+  return new ContinuityError('CONT_ERR_SQL_TIMEOUT', `waited ${waited} s behind other ad hoc statements, of timeout_s ${timeoutS}; it did not start`, {
+    details: { timeoutS, waited: 'queue' },
+  });
 }
 
 /** The output's row count from the engine's summary (`result_rows`: chDB's result, or a server's X-ClickHouse-Summary), null without one. */

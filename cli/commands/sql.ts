@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ContinuityError } from '../../core/errors.ts';
 import { configFrom, positiveFlag, withStore } from '../context.ts';
-import { formatTable, parseTabSeparatedWithNames } from '../format.ts';
+import { formatTable, parseTabSeparatedWithNames } from '../../core/table.ts';
 
 /** The longest an ad hoc statement may run, s (as `timeout_s` of POST /api/sql). */
 const MAX_TIMEOUT_S = 600;

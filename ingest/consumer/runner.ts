@@ -36,7 +36,6 @@ import {
   type PipelineContext,
 } from './pipeline.ts';
 
-export { DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES } from './defaults.ts';
 import { DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES } from './defaults.ts';
 
 /** Options of {@link createKafkaConsumer}. */
