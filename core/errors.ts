@@ -107,6 +107,18 @@ export const ERROR_CODES = {
     httpStatus: 400,
     fix: 'Send JSON (application/json) or OTLP protobuf (application/x-protobuf) of the documented shape; the issues name what is wrong.',
   },
+  CONT_ERR_HEADERS_TOO_LARGE: {
+    message: 'the request head (request line and headers) is larger than the server reads',
+    retriable: false,
+    httpStatus: 431,
+    fix: 'Send fewer or shorter headers: Node reads at most 16 KiB of request head unless the process runs with --max-http-header-size (NODE_OPTIONS). Usually a client or proxy is adding a large cookie or a repeated header; the connection is closed after this answer.',
+  },
+  CONT_ERR_REQUEST_TIMEOUT: {
+    message: 'the request did not arrive in time',
+    retriable: true,
+    httpStatus: 408,
+    fix: 'Send the whole request (head and body) within 60 s of opening it (RFC 9110 §15.5.9); a slow or stalled client, or a proxy buffering the body, causes this. The connection is closed after this answer: open a new one and send again.',
+  },
   CONT_ERR_BODY_TOO_LARGE: {
     message: 'the request body is larger than the server accepts',
     retriable: false,

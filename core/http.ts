@@ -3,7 +3,7 @@
  * (api/routes.ts) share, kept free of fastify so both apply them the same way.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingHttpHeaders } from 'node:http';
+import { STATUS_CODES, type IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import { ContinuityError } from './errors.ts';
 
@@ -93,6 +93,39 @@ export function codedRequestError(err: FrameworkError, bodyLimitBytes: number): 
     return new ContinuityError('CONT_ERR_BAD_REQUEST', err.message, err.details ? { details: err.details } : {});
   }
   return undefined;
+}
+
+/**
+ * Answers a connection whose request Node's HTTP parser refused (fastify's
+ * `clientErrorHandler`, Node's `clientError` event) with the coded JSON shape both
+ * servers answer everything else with, instead of fastify's uncoded default body:
+ * - a request head over Node's limit (`HPE_HEADER_OVERFLOW`, 16 KiB unless
+ *   `--max-http-header-size`) → `CONT_ERR_HEADERS_TOO_LARGE`, 431 (RFC 6585 §5);
+ * - a request not whole within {@link REQUEST_TIMEOUT_MS} (`ERR_HTTP_REQUEST_TIMEOUT`)
+ *   → `CONT_ERR_REQUEST_TIMEOUT`, 408 (RFC 9110 §15.5.9);
+ * - anything else the parser refused (a malformed request line, a bad header) →
+ *   `CONT_ERR_BAD_REQUEST`, 400, with the parser's code in `details.parserCode`.
+ * The connection is closed after the answer, as Node does (the parser cannot find
+ * the next request's start); a socket already reset or destroyed gets nothing.
+ * @param err the parser's error (`code`: Node's `HPE_*` or `ERR_HTTP_*`).
+ * @param socket the client's connection.
+ */
+export function answerClientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const coded =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? new ContinuityError('CONT_ERR_HEADERS_TOO_LARGE', 'the request line and headers exceed what the server reads', { details: { parserCode: err.code } })
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? new ContinuityError('CONT_ERR_REQUEST_TIMEOUT', `the request was not whole within ${REQUEST_TIMEOUT_MS / 1000} s`, { details: { timeoutMs: REQUEST_TIMEOUT_MS } })
+        : new ContinuityError('CONT_ERR_BAD_REQUEST', `not a well-formed HTTP/1.1 request (${err.code ?? err.message})`, { details: { parserCode: err.code ?? null } });
+  const body = JSON.stringify(coded.toJSON());
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${coded.httpStatus} ${STATUS_CODES[coded.httpStatus] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+        `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
 }
 
 /** An error while reading a JSON request body, in the framework-error shape {@link codedRequestError} maps (400). */

@@ -8,6 +8,7 @@ export {
   CLOSE_GRACE_MS,
   closeWithin,
   trackConnections,
+  answerClientError,
   codedRequestError,
   bearerChallenge,
   createBearerCheck,

@@ -556,6 +556,20 @@ describe('access and health', () => {
       });
     }
   });
+  it('answers a request the HTTP parser refuses in the coded error shape, and closes the connection', async () => {
+    const { port } = app.server.address() as AddressInfo;
+    // A request head over Node's 16 KiB: 431 (RFC 6585 §5), before any route or token check.
+    const big = await rawExchange(port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+    expect(big.status).toBe(431);
+    expect(big.headers['content-type']).toMatch(/^application\/json/);
+    expect(JSON.parse(big.body)).toEqual({ code: 'CONT_ERR_HEADERS_TOO_LARGE', message: expect.stringContaining('exceed'), fix: expect.stringContaining('max-http-header-size'), details: { parserCode: 'HPE_HEADER_OVERFLOW' } });
+    // Not HTTP at all: 400 with the parser's code.
+    const junk = await rawExchange(port, 'HELLO THERE\r\n\r\n');
+    expect(junk.status).toBe(400);
+    expect(JSON.parse(junk.body)).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', details: { parserCode: expect.stringMatching(/^HPE_/) } });
+    // The gateway still answers on a new connection.
+    expect((await app.inject({ url: '/healthz' })).statusCode).toBe(200);
+  });
   it('answers /healthz and /readyz without the token, and shows /readyz counters only with it', async () => {
     expect((await app.inject({ url: '/healthz' })).statusCode).toBe(200);
     const ready = await app.inject({ url: '/readyz' });
@@ -705,4 +719,23 @@ function readResponses(socket: Socket): { next(): Promise<{ status: number; head
       }
     },
   };
+}
+
+/**
+ * Writes `request` on a new connection and reads the one answer until the server
+ * closes it (the answers to a refused request end with the connection).
+ */
+async function rawExchange(port: number, request: string): Promise<{ status: number; headers: Record<string, string>; body: string }> {
+  const conn = connect(port, '127.0.0.1');
+  const chunks: Buffer[] = [];
+  conn.on('data', (c: Buffer) => chunks.push(c));
+  const closed = new Promise<void>((resolve) => conn.on('close', () => resolve()));
+  conn.on('error', () => {});
+  conn.write(request);
+  await closed;
+  const text = Buffer.concat(chunks).toString('utf8');
+  const [head = '', body = ''] = text.split('\r\n\r\n', 2);
+  const [statusLine = '', ...lines] = head.split('\r\n');
+  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+  return { status: Number(statusLine.split(' ')[1]), headers, body };
 }
