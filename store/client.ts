@@ -678,9 +678,13 @@ function wrap(
     // to all of it (table functions that reach outside the store are refused by the
     // engine) unless the statement sets its own SETTINGS, which inspectWrapped refuses.
     // Arrow output is uncompressed: ClickHouse defaults to LZ4_FRAME, which apache-arrow cannot read.
+    // JSON output quotes 64-bit integers (exact in any JSON reader; a server's default, not
+    // the embedded engine's) and writes NaN and ±inf as "nan", "inf", "-inf" (by default
+    // both were null, the same as NULL: found by a break-it pass).
     const wrappedFor = (seconds: number): string =>
       `SELECT * FROM (\n${statement}\n) LIMIT ${maxRows}\n` +
-      `SETTINGS readonly = 1, max_execution_time = ${seconds}, max_result_bytes = ${MAX_RESULT_BYTES}, max_memory_usage = ${MAX_MEMORY_BYTES}, output_format_arrow_compression_method = 'none'\n` +
+      `SETTINGS readonly = 1, max_execution_time = ${seconds}, max_result_bytes = ${MAX_RESULT_BYTES}, max_memory_usage = ${MAX_MEMORY_BYTES}, output_format_arrow_compression_method = 'none', ` +
+      `output_format_json_quote_64bit_integers = 1, output_format_json_quote_denormals = 1\n` +
       `FORMAT ${options.format}`;
     const refuse = (err: unknown): ContinuityError => {
       const e = failUser(err);

@@ -337,6 +337,15 @@ describe('POST /api/sql: writes refused', () => {
     expect(short.json()).toMatchObject({ code: 'CONT_ERR_SQL_TIMEOUT', message: expect.stringMatching(/: waited 1 s behind other ad hoc statements, of timeout_s 1; it did not start$/) });
   });
 
+  it('writes NaN and ±inf as strings and 64-bit integers quoted in its JSON formats, NULL as null (embedded as a server)', async () => {
+    const sql = 'SELECT nan AS a, -inf AS b, CAST(NULL AS Nullable(Float64)) AS c, toUInt64(18446744073709551615) AS d, 1.5 AS e';
+    const lines = await post({ sql, format: 'jsonl' });
+    expect(lines.statusCode, lines.body).toBe(200);
+    expect(JSON.parse(lines.body)).toEqual({ a: 'nan', b: '-inf', c: null, d: '18446744073709551615', e: 1.5 });
+    const doc = await post({ sql, format: 'json' });
+    expect(doc.json().data).toEqual([{ a: 'nan', b: '-inf', c: null, d: '18446744073709551615', e: 1.5 }]);
+  });
+
   it('still answers a read afterwards', async () => {
     const res = await post({ sql: "SELECT count() AS n FROM events WHERE service = 'inj'", format: 'jsonl' });
     expect(res.statusCode).toBe(200);
@@ -368,7 +377,8 @@ describe('continuity query and continuity sql (real processes)', () => {
     expect(r.stderr).toContain('CONT_ERR_STORE_QUERY');
     expect(r.stderr).toMatch(/memory limit/i);
   });
-  const cliCount = async () => JSON.parse((await cli(['sql', 'SELECT count() AS n FROM events', '--format', 'json'])).stdout).n as number;
+  // (count() is a UInt64: JSON output quotes 64-bit integers, as a ClickHouse server does)
+  const cliCount = async () => Number(JSON.parse((await cli(['sql', 'SELECT count() AS n FROM events', '--format', 'json'])).stdout).n);
 
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'continuity-sql-safety-'));
