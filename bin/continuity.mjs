@@ -7,8 +7,11 @@
 // process's stdin as INSERT input, refuses every INSERT while there is some ("both
 // inlined and external data"), and could swallow the log itself. So with '-' this
 // launcher runs the CLI in a child whose stdin is /dev/null and pipes its own stdin
-// to the child's fd 3 (CONTINUITY_STDIN_FD).
+// to the child's fd 3 (CONTINUITY_STDIN_FD); any other command runs with /dev/null as
+// its stdin (below).
 import { spawn } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
+import { isatty } from 'node:tty';
 import { fileURLToPath } from 'node:url';
 
 const args = process.argv.slice(2);
@@ -26,6 +29,21 @@ if (args.includes('-') && process.env.CONTINUITY_STDIN_FD === undefined) {
     else process.exit(code ?? 1);
   });
 } else {
+  // A command that does not read '-' gets /dev/null as fd 0 (unless fd 0 is a terminal):
+  // the engine would otherwise take data waiting there, from a shell loop's pipe
+  // (`… | while read f; do continuity import caddy "$f"; done`) or an `echo x |`, as
+  // INSERT input, refuse the write, and swallow the rest of the loop's input (found by a
+  // newcomer pass). POSIX open() takes the lowest free descriptor, so closing 0 first
+  // puts /dev/null there; nothing has opened process.stdin yet.
+  if (!isatty(0)) {
+    try {
+      closeSync(0);
+    } catch {
+      // fd 0 was not open (`<&-`): open() below takes it all the same
+    }
+    const fd = openSync('/dev/null', 'r');
+    if (fd !== 0) closeSync(fd);
+  }
   const { register } = await import('tsx/esm/api');
   register();
   await import('../cli/main.ts');

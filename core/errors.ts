@@ -45,7 +45,7 @@ export const ERROR_CODES = {
     message: 'the embedded engine found data waiting on standard input and refused to write',
     retriable: false,
     httpStatus: 500,
-    fix: "The embedded engine reads its process's standard input as INSERT data. Import from stdin with `-` as the path (`… | continuity import caddy -`), or run the command with stdin from /dev/null (`< /dev/null`).",
+    fix: "The embedded engine reads its process's standard input as INSERT data. The `continuity` command gives every command that does not read `-` /dev/null as its stdin, so this comes from a program that opens the store itself: run it with stdin from /dev/null (`< /dev/null`), or hand it its input another way (`continuity import caddy -` reads stdin on a descriptor of its own).",
   },
   CONT_ERR_MIGRATION: {
     message: 'a schema migration failed or was edited after it was applied',

@@ -1,7 +1,7 @@
 // Input edge cases through the real CLI: `… | continuity import caddy -` (the launcher
 // hands stdin to the CLI on fd 3, so the embedded engine never sees it on fd 0); data
-// waiting on stdin when the command does not read it (a coded error, not a raw engine
-// message); and a log older than the retention TTL (a warning, not a silent nothing).
+// waiting on stdin when the command does not read it (left alone: the launcher gives
+// such a command /dev/null); and a log older than the retention TTL (a warning, not a silent nothing).
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -56,12 +56,31 @@ describe('standard input', () => {
     expect(JSON.parse(r.stdout)).toMatchObject({ refused_misses: { total: 25 }, restarts: { inferred: 2 } });
   });
 
-  it('answers data waiting on stdin that the command does not read with CONT_ERR_STORE_STDIN', async () => {
+  it('leaves data waiting on stdin alone when the command does not read it (the launcher gives it /dev/null)', async () => {
     const dir = freshDir();
     const r = await continuity(['import', 'caddy', ACCESS, '--data-dir', dir], 'hello\n');
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain('CONT_ERR_STORE_STDIN');
-    expect(r.stderr).toContain('import caddy -');
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toContain('imported 47 of 47 lines');
+    expect(await count(dir)).toMatch(/\n47,47$/);
+  });
+
+  it('runs in a shell loop that reads file names from a pipe, without eating the loop\'s input', async () => {
+    const dir = freshDir();
+    // (before the launcher gave such a command /dev/null, the engine refused the first
+    // import with CONT_ERR_STORE_STDIN and swallowed the second name)
+    const script = `printf '%s\\n' one two | while read -r name; do "$0" "$1" import caddy "$2" --data-dir "$3" > /dev/null || exit 1; echo "done $name"; done`;
+    const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
+      const child = spawn('bash', ['-c', script, process.execPath, BIN, ACCESS, dir], { stdio: ['ignore', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    });
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stdout).toBe('done one\ndone two\n');
+    expect(await count(dir)).toMatch(/\n47,47$/);
   });
 });
 
