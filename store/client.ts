@@ -88,6 +88,20 @@ export interface Store {
    */
   maintain(sql: string): Promise<void>;
 
+  /**
+   * Statements the embedded engine is running or has queued, on every lane (always 0
+   * on a server). A process that exits while one runs crashes in chDB's teardown
+   * (SIGSEGV, chdb 3.4), so a forced exit asks this first (cli/signals.ts).
+   */
+  readonly statements: number;
+
+  /**
+   * Closes the store: waits for the named queries, inserts and maintenance queued or
+   * running. An ad hoc statement still running ({@link Store.readOnly}) is not waited
+   * for: it writes nothing and chDB cannot cancel it, so it ends in the engine at its
+   * own time limit, and until then {@link Store.statements} counts it and the process
+   * stays up.
+   */
   close(): Promise<void>;
 }
 
@@ -177,6 +191,7 @@ export async function openStore(config: Config): Promise<Store> {
     renewing.insertRaw,
     createClient({ connection: renewing.adhocConnection }),
     createClient({ connection: renewing.maintenanceConnection }),
+    renewing.statements,
   );
 }
 
@@ -221,7 +236,14 @@ interface Lane {
   run<R>(op: (conn: ChdbConnection) => Promise<R>, failed?: (r: R) => boolean): Promise<R>;
   /** Statements queued or running. */
   readonly pending: number;
+  /** Closes the lane after the statements queued on it (waiting for them). */
   close(): Promise<void>;
+  /**
+   * Closes the lane now: statements still queued are refused when their turn comes,
+   * and one still running is left to end on its own (its connection closes then;
+   * chDB cannot cancel it). For the ad hoc lane only, whose statements write nothing.
+   */
+  abandon(): void;
 }
 
 /**
@@ -289,6 +311,12 @@ function createLane(dbPath: string, first: ChdbConnection | undefined, open: Ope
         current = undefined;
         await conn?.close();
       }),
+    abandon: () => {
+      closed = true;
+      const conn = current;
+      current = undefined;
+      conn?.close().catch(() => {});
+    },
   };
 }
 
@@ -303,7 +331,7 @@ function renewingConnection(
   dbPath: string,
   first: ChdbConnection,
   open: OpenChdb,
-): { connection: ClientConnection; adhocConnection: ClientConnection; maintenanceConnection: ClientConnection; insertRaw: RawInsert } {
+): { connection: ClientConnection; adhocConnection: ClientConnection; maintenanceConnection: ClientConnection; insertRaw: RawInsert; statements: () => number } {
   const main = createLane(dbPath, first, open);
   const lanes: Lane[] = [main];
   // Ad hoc SQL (Store.readOnly) runs on a lane of its own, opened on first use: one
@@ -325,8 +353,14 @@ function renewingConnection(
     ping: (params: Parameters<ChdbConnection['ping']>[0]) => lane().run((c) => c.ping(params), (r) => !r.success),
     close,
   });
-  const closeAll = (): Promise<void> =>
-    Promise.all([...lanes, ...(adhoc ? [adhoc] : []), ...(maintenance ? [maintenance] : [])].map((l) => l.close())).then(() => undefined);
+  // An ad hoc statement still running is not waited for (a break-it pass: serve's
+  // SIGTERM took the rest of a 60 s statement whose client had gone): it writes
+  // nothing, and chDB cannot cancel it. The statement ends in the engine's thread at
+  // its own time limit; the process may exit before that.
+  const closeAll = (): Promise<void> => {
+    adhoc?.abandon();
+    return Promise.all([...lanes, ...(maintenance ? [maintenance] : [])].map((l) => l.close())).then(() => undefined);
+  };
   const connection = laneConnection(() => main, closeAll);
   // Closing the store closes every lane (the main client's close); the ad hoc and
   // maintenance clients' own close does nothing more.
@@ -357,6 +391,7 @@ function renewingConnection(
     adhocConnection: adhocConnection as unknown as ClientConnection,
     maintenanceConnection: maintenanceConnection as unknown as ClientConnection,
     insertRaw,
+    statements: () => [...lanes, ...(adhoc ? [adhoc] : []), ...(maintenance ? [maintenance] : [])].reduce((n, l) => n + l.pending, 0),
   };
 }
 
@@ -574,6 +609,7 @@ function wrap(
   insertRaw?: RawInsert,
   adhocClient: ClickHouseClient = client,
   maintenanceClient: ClickHouseClient = client,
+  statements: () => number = () => 0,
 ): Store {
   const fail = (err: unknown, sql: string): ContinuityError => classifyStoreError(err, { mode, location }, sql);
   // Ad hoc statements run one at a time, each whole (its checks and its run), so the
@@ -584,6 +620,9 @@ function wrap(
     mode,
     location,
     client,
+    get statements() {
+      return statements();
+    },
     async query<T>(sql: string, params: Record<string, unknown> = {}): Promise<T[]> {
       try {
         const rs = await client.query({ query: sql.replace(/;\s*$/, '') + QUOTE_64BIT, format: 'JSONCompactEachRowWithNamesAndTypes', query_params: params });

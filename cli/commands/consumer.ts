@@ -5,7 +5,7 @@ import { DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES } from '../../ingest
 import { retry } from '../../core/index.ts';
 import { startCompaction, type Compaction } from '../../store/index.ts';
 import { configFrom, listenError, openCommandStore, portFlag, positiveFlag } from '../context.ts';
-import { untilSignal } from '../signals.ts';
+import { STILL_RUNNING, untilSignal } from '../signals.ts';
 import { requireKafka } from './gateway.ts';
 
 interface ConsumerFlags {
@@ -99,7 +99,7 @@ export function registerConsumer(program: Command): void {
           throw listenError(err, flags.host, port);
         }
       }
-      const signal = untilSignal();
+      const signal = untilSignal(undefined, () => store.statements > 0);
       const aborted = new AbortController();
       let compaction: Compaction | undefined;
       void signal.then(() => aborted.abort());
@@ -138,6 +138,7 @@ export function registerConsumer(program: Command): void {
       }
       const m = consumer.metrics;
       line({ event: 'stopped', batches: m.batches, rows: m.rows, dead_letters: m.deadLetters, drops: m.drops, replays: m.replays, write_retries: m.writeRetries, fatal: m.fatal ?? null });
+      if (store.statements > 0) process.stderr.write(STILL_RUNNING);
       process.exitCode = exitCode;
     });
 }

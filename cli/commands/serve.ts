@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import type { ServerEndpoints } from '../../api/index.ts';
 import { startCompaction } from '../../store/index.ts';
 import { configFrom, listenError, openCommandStore, portFlag } from '../context.ts';
-import { untilSignal } from '../signals.ts';
+import { STILL_RUNNING, untilSignal } from '../signals.ts';
 
 interface ServeFlags {
   host: string;
@@ -49,11 +49,14 @@ export function registerServe(program: Command): void {
       const store = await openCommandStore(config);
       const server = await createContinuityServer({ store, bearerToken: config.ingestToken, queryDefaults: config });
       // a second signal exits at once: say what of the accepted events it leaves unwritten
-      const signal = untilSignal(() => {
-        const { bufferedRows, pendingBatches } = server.transport.writer.stats;
-        if (bufferedRows === 0 && pendingBatches === 0) return 'every accepted event was written';
-        return `accepted events not yet written are lost: ${bufferedRows} buffered, ${pendingBatches} batch(es) being written`;
-      });
+      const signal = untilSignal(
+        () => {
+          const { bufferedRows, pendingBatches } = server.transport.writer.stats;
+          if (bufferedRows === 0 && pendingBatches === 0) return 'every accepted event was written';
+          return `accepted events not yet written are lost: ${bufferedRows} buffered, ${pendingBatches} batch(es) being written`;
+        },
+        () => store.statements > 0,
+      );
       let endpoints: ServerEndpoints;
       try {
         endpoints = await server.listen(flags.host, port);
@@ -86,6 +89,7 @@ export function registerServe(program: Command): void {
       const rows = server.transport.writer.stats;
       await store.close();
       process.stderr.write(`stopped: ${rows.rows} event(s) written this run${rows.dropped ? `, ${rows.dropped} lost` : ''}; store closed\n`);
+      if (store.statements > 0) process.stderr.write(STILL_RUNNING);
       if (error) throw error;
     });
 }

@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { Socket } from 'node:net';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -150,6 +150,61 @@ describe('continuity serve with a request still arriving at SIGTERM', () => {
       clearInterval(drip);
       socket.destroy();
       if (proc.exitCode === null) {
+        proc.kill('SIGKILL');
+        await waitForExit(proc, 10_000);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
+describe.runIf(process.platform === 'linux')('continuity serve with an ad hoc statement still running at SIGTERM', () => {
+  it('closes the store without waiting for it, says so, and a second signal ends the process (SIGKILL: an exit under it crashes chDB)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-adhoc-'));
+    const proc = spawn(process.execPath, [BIN, '--data-dir', dir, 'serve', '--port', '0'], {
+      env: { ...process.env, CONTINUITY_HASH_KEY: KEY, CLICKHOUSE_URL: '' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let url = '';
+    let err = '';
+    createInterface({ input: proc.stdout! }).on('line', (line) => {
+      const m = /^listening on (http:\/\/\S+)$/.exec(line);
+      if (m) url = m[1]!;
+    });
+    proc.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    const client = new AbortController();
+    try {
+      await waitFor(() => url !== '' || proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
+      expect(url, err).not.toBe('');
+      // a statement of 600 s (its limit) whose client then goes away: chDB cannot cancel it
+      const sent = fetch(`${url}/api/sql`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ sql: 'SELECT count() FROM numbers(1000000000000000)', timeout_s: 600 }),
+        signal: client.signal,
+      }).catch(() => undefined);
+      // the statement is running once the process has used 1.5 s of CPU more than idle
+      // (Linux: utime + stime in /proc/<pid>/stat, clock ticks of 10 ms)
+      const cpuTicks = (): number => {
+        const fields = readFileSync(`/proc/${proc.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+        return Number(fields[11]) + Number(fields[12]);
+      };
+      const idle = cpuTicks();
+      await waitFor(() => cpuTicks() - idle >= 150, { timeoutMs: 60_000, what: 'the engine to run the statement' });
+      client.abort();
+      await sent;
+      proc.kill('SIGTERM');
+      // the store closes (the writer flushed) while the statement still runs
+      await waitFor(() => err.includes('an ad hoc statement is still running'), { timeoutMs: 60_000, what: 'serve to close its store and say the statement still runs' });
+      expect(err).toMatch(/stopped: 0 event\(s\) written this run; store closed\n/);
+      expect(proc.exitCode).toBeNull();
+      proc.kill('SIGTERM');
+      expect(await waitForExit(proc, 30_000), err).toBe(true);
+      expect(proc.signalCode, err).toBe('SIGKILL');
+      expect(err).toContain('SIGTERM again: exiting without finishing the shutdown; every accepted event was written (SIGKILL');
+    } finally {
+      client.abort();
+      if (proc.exitCode === null && proc.signalCode === null) {
         proc.kill('SIGKILL');
         await waitForExit(proc, 10_000);
       }

@@ -291,6 +291,9 @@ export function faultyStore(store: Store): FaultyStore {
     command: (sql, params) => store.command(sql, params),
     readOnly: (sql, options) => store.readOnly(sql, options),
     maintain: (sql) => store.maintain(sql),
+    get statements() {
+      return store.statements;
+    },
     close: () => store.close(),
     async insertJsonEachRow(table, body, options) {
       if (Date.now() < downUntil) {
