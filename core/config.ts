@@ -53,7 +53,7 @@ export const ConfigSchema = z.object({
   // decimal digits only: z.coerce took 0x10 as 16 and 1e1 as 10 (found by a break-it pass),
   // and a retention read wrong drops events
   retentionDays: z
-    .union([z.number(), z.string().regex(/^\d{1,6}$/, 'whole days as decimal digits').transform(Number)])
+    .union([z.number(), z.string().regex(/^\d{1,6}$/).transform(Number)], { error: 'whole days as decimal digits, 0 to 36500 (0 keeps events for ever)' })
     .pipe(z.number().int().min(0).max(36_500))
     .optional(),
   mcpPaths: z.array(z.string().startsWith('/')).default([]),

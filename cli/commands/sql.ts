@@ -26,7 +26,7 @@ export function registerSql(program: Command): void {
   program
     .command('sql')
     .description('run ad hoc read-only SQL (the store enforces readonly=1; writes are refused)')
-    .argument('<statement>', 'one SELECT (WITH, subqueries and UNION are fine; no SETTINGS clause); for tables and columns query system.tables and system.columns')
+    .argument('<statement>', 'one SELECT (WITH, subqueries and UNION are fine; no SETTINGS clause); for tables and columns query system.tables and system.columns; read event tables with FINAL to count a re-delivered event once')
     .option('-f, --format <format>', 'table | json | csv | arrow (Arrow IPC stream)', 'table')
     .option('--max-rows <n>', 'stop after this many rows', '10000')
     .option('--timeout <seconds>', `maximum execution time, whole seconds, at most ${MAX_TIMEOUT_S}`, '30')
