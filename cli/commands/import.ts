@@ -73,8 +73,7 @@ function warnExpired(report: ImportReport, retention: Retention): void {
   process.stderr.write(
     `warning: ${all ? 'every entry' : 'some entries'} of this input (${report.time_range.first} .. ${report.time_range.last}) ` +
       `${all ? 'is' : 'are'} older than the ${retention.days}-day retention; the store drops those events. ` +
-      'To keep such events, set CONTINUITY_RETENTION_DAYS=0 (or more days) before importing them: a second import of ' +
-      'the same lines soon after is taken as a duplicate of this one and stores nothing.\n',
+      'To keep such events, import them again with CONTINUITY_RETENTION_DAYS=0 (or enough days) set.\n',
   );
 }
 
