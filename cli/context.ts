@@ -52,15 +52,25 @@ export function reportError(err: unknown): number {
   return 1;
 }
 
-/** Parses repeated `--param k=v` flags into an object. */
-export function parseParams(pairs: string[] = []): Record<string, string> {
-  const out: Record<string, string> = {};
+/**
+ * Parses repeated `--param k=v` flags into an object, as a query string is parsed: a
+ * name given more than once holds all its values, in order (an Array parameter such as
+ * `mcp_paths` takes them; any other is refused by the query's parameter check, as
+ * `GET /api/queries/:name` refuses it). The last value used to win without a word (a
+ * break-it pass).
+ * @throws ContinuityError CONT_ERR_QUERY_PARAM for a flag without `name=`.
+ */
+export function parseParams(pairs: string[] = []): Record<string, string | string[]> {
+  const out: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
   for (const p of pairs) {
     const eq = p.indexOf('=');
     if (eq <= 0) throw new ContinuityError('CONT_ERR_QUERY_PARAM', `--param takes name=value, got ${JSON.stringify(p)}`);
-    out[p.slice(0, eq)] = p.slice(eq + 1);
+    const key = p.slice(0, eq);
+    const value = p.slice(eq + 1);
+    const had = out[key];
+    out[key] = had === undefined ? value : Array.isArray(had) ? [...had, value] : [had, value];
   }
-  return out;
+  return { ...out };
 }
 
 /**
@@ -98,6 +108,10 @@ export function listenError(err: unknown, host: string, port: number): unknown {
   }
   if (code === 'EACCES' || code === 'EADDRNOTAVAIL') {
     return new ContinuityError('CONT_ERR_CONFIG', `--host ${host} --port ${port}: cannot listen there (${code}); pass another --host or --port`, { cause: err });
+  }
+  // a name that does not resolve (getaddrinfo), or not an address at all (256.1.1.1)
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_FAIL' || code === 'EAI_NONAME') {
+    return new ContinuityError('CONT_ERR_CONFIG', `--host ${host}: not an address or a name this machine resolves (${code}); pass an IP address such as 127.0.0.1 or 0.0.0.0, or a resolvable name`, { cause: err });
   }
   return err;
 }

@@ -155,6 +155,16 @@ describe('bad input through the CLI', () => {
     }
   });
 
+  it('serve on a --host that is no address and does not resolve is a coded configuration error', async () => {
+    // (.invalid never resolves: RFC 2606 §2)
+    for (const host of ['no-such-host.invalid', '256.1.1.1']) {
+      const r = await continuity(['serve', '--host', host, '--port', '0'], freshDir());
+      expect(r.code, host).toBe(2);
+      expect(r.stderr).toMatch(new RegExp(`CONT_ERR_CONFIG.*--host ${host.replace(/\./g, '\\.')}: not an address or a name this machine resolves`));
+      expect(r.stderr).not.toMatch(/unexpected error|at .*\.ts:\d+/);
+    }
+  });
+
   it('exits non-zero only when nothing could be read, with a coded error', async () => {
     const dir = freshDir();
     const junk = join(dir, 'junk.log');

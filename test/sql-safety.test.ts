@@ -405,6 +405,12 @@ describe('continuity query and continuity sql (real processes)', () => {
     expect(await cliCount()).toBe(EVENTS.length);
   });
 
+  it('query refuses a scalar parameter given twice (exit 2), as the API does, instead of keeping the last', async () => {
+    const r = await cli(['query', 'restarts', '--param', 't_from=2026-01-01', '--param', 't_from=2020-01-01']);
+    expect(r.code, r.stderr).toBe(2);
+    expect(r.stderr).toMatch(/CONT_ERR_QUERY_PARAM: .*t_from given more than once; it takes one value/);
+  });
+
   it('query refuses SQL in a time parameter, a path list that is not paths, and an unknown parameter (exit 2, coded)', async () => {
     for (const param of ["t_from=2026-01-01' OR 1=1 --", "mcp_paths=/nope','/mcp", "bogus'; DROP TABLE events; --=1"]) {
       const r = await cli(['query', 'proxy_traffic', '--param', param]);
