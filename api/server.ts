@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
-import { answerClientError, closeWithin, codedRequestError, ContinuityError, isContinuityError, REQUEST_TIMEOUT_MS, trackConnections } from '../core/index.ts';
+import { answerClientError, badUrlError, closeWithin, codedRequestError, ContinuityError, isContinuityError, REQUEST_TIMEOUT_MS, trackConnections } from '../core/index.ts';
 import { createGateway, createInProcessTransport, mapOtlpRecord, registerRequestBodies, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
 import type { Store } from '../store/index.ts';
 import type { QueryDefaults } from '../queries/index.ts';
@@ -121,7 +121,16 @@ export interface ReadServer {
  * unknown route is 404 `CONT_ERR_NOT_FOUND`; errors are the coded JSON shape.
  */
 export async function createReadServer(options: ReadServerOptions): Promise<ReadServer> {
-  const app = Fastify({ logger: false, bodyLimit: options.maxBodyBytes ?? 1 << 20, requestTimeout: REQUEST_TIMEOUT_MS, clientErrorHandler: answerClientError });
+  const app = Fastify({
+    logger: false,
+    bodyLimit: options.maxBodyBytes ?? 1 << 20,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    clientErrorHandler: answerClientError,
+    frameworkErrors: (err, _req, reply) => {
+      const coded = badUrlError(err);
+      void (reply as unknown as FastifyReply).status(coded.httpStatus).send(coded.toJSON());
+    },
+  });
   trackConnections(app.server);
   await registerRequestBodies(app);
   const send = (reply: FastifyReply, err: ContinuityError): FastifyReply => reply.status(err.httpStatus).send(err.toJSON());

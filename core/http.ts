@@ -128,6 +128,19 @@ export function answerClientError(err: Error & { code?: string }, socket: Socket
   socket.destroy();
 }
 
+/**
+ * The answer to a request the framework refuses before routing it (fastify's
+ * `frameworkErrors`: a path whose percent-escapes do not decode as UTF-8, such as
+ * `/api/queries/%ff`, `FST_ERR_BAD_URL`): `CONT_ERR_BAD_REQUEST`, 400, in the coded
+ * shape (fastify's own body had no code; a break-it pass).
+ * @param err the framework's error (its message names the path).
+ */
+export function badUrlError(err: FrameworkError): ContinuityError {
+  return new ContinuityError('CONT_ERR_BAD_REQUEST', `the request's path does not decode (percent-escapes must spell UTF-8, RFC 3986 §2.1): ${err.message}`, {
+    details: { frameworkCode: err.code ?? null },
+  });
+}
+
 /** An error while reading a JSON request body, in the framework-error shape {@link codedRequestError} maps (400). */
 export class JsonBodyError extends Error {
   override readonly name = 'JsonBodyError';

@@ -9,6 +9,7 @@ export {
   closeWithin,
   trackConnections,
   answerClientError,
+  badUrlError,
   codedRequestError,
   bearerChallenge,
   createBearerCheck,

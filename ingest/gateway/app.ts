@@ -3,6 +3,7 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, ty
 import { ContinuityError, isContinuityError, type ErrorCode } from '../../core/errors.ts';
 import {
   answerClientError,
+  badUrlError,
   assertMediaType,
   codedRequestError,
   bearerChallenge,
@@ -153,7 +154,17 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
   const stats: GatewayStats = { requests: 0, accepted: 0, rejected: 0, rejectedByCode: {}, unavailable: 0, unavailableEvents: 0 };
   // fastify's own 503 while closing has no code, no Retry-After and no count: the
   // onRequest hook below answers instead.
-  const app = Fastify({ logger: options.logger ?? false, bodyLimit: maxBodyBytes, return503OnClosing: false, requestTimeout: REQUEST_TIMEOUT_MS, clientErrorHandler: answerClientError });
+  const app = Fastify({
+    logger: options.logger ?? false,
+    bodyLimit: maxBodyBytes,
+    return503OnClosing: false,
+    requestTimeout: REQUEST_TIMEOUT_MS,
+    clientErrorHandler: answerClientError,
+    frameworkErrors: (err, _req, reply) => {
+      const coded = badUrlError(err);
+      void (reply as unknown as FastifyReply).status(coded.httpStatus).send(coded.toJSON());
+    },
+  });
   trackConnections(app.server);
   const now = options.nowMicros ?? (() => Date.now() * 1000);
   const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;

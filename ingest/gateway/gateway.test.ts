@@ -556,7 +556,7 @@ describe('access and health', () => {
       });
     }
   });
-  it('answers a request the HTTP parser refuses in the coded error shape, and closes the connection', async () => {
+  it('answers a request the HTTP parser or the router refuses in the coded error shape (the parser closes the connection)', async () => {
     const { port } = app.server.address() as AddressInfo;
     // A request head over Node's 16 KiB: 431 (RFC 6585 §5), before any route or token check.
     const big = await rawExchange(port, `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
@@ -567,6 +567,12 @@ describe('access and health', () => {
     const junk = await rawExchange(port, 'HELLO THERE\r\n\r\n');
     expect(junk.status).toBe(400);
     expect(JSON.parse(junk.body)).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', details: { parserCode: expect.stringMatching(/^HPE_/) } });
+    // A path whose percent-escapes are not UTF-8: fastify refuses it before routing.
+    for (const path of ['/v1/events%ff', '/%ff', '/healthz%zz']) {
+      const res = await app.inject({ method: 'GET', url: path });
+      expect(res.statusCode, path).toBe(400);
+      expect(res.json(), path).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', details: { frameworkCode: 'FST_ERR_BAD_URL' } });
+    }
     // The gateway still answers on a new connection.
     expect((await app.inject({ url: '/healthz' })).statusCode).toBe(200);
   });
