@@ -1,4 +1,4 @@
-import { oneLine } from '../core/text.ts';
+import { oneLine, visibleText } from '../core/text.ts';
 import { pct, type CanaryReport, type GateResult, type ProportionBound, type QueryRead } from './canary.ts';
 
 /** Output formats of the canary report. */
@@ -177,9 +177,14 @@ function detailLines(r: CanaryReport): string[] {
 // ---------------------------------------------------------------------------
 // HTML
 
-/** Escapes text for HTML element content and quoted attribute values. */
+/**
+ * Escapes text for HTML element content and quoted attribute values, with control and
+ * bidi characters shown as escapes first (core/text.ts visibleText): entities alone
+ * left an ESC or a U+202E from a user agent or a release name acting in the page
+ * (a break-it pass).
+ */
 export function escapeHtml(s: string): string {
-  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
+  return visibleText(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
 }
 
 const CSS = `

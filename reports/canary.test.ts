@@ -612,6 +612,14 @@ describe('formats', () => {
     expect(md).toContain('`continuity report --service svc | x | y | # INJECTED HEADING \\x1B[2J \\u202Eevil  # NEL`');
   });
 
+  it('html: controls and bidi overrides from the store show as escapes, not act', async () => {
+    const r = await canary('pass');
+    const hostile = 'svc \u001b]0;PWNED\u0007\u001b[31mevil\u202e rev';
+    const html = renderCanaryHtml({ ...r, deploy: { ...r.deploy!, service: hostile }, notes: [hostile] });
+    expect(html).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e]/);
+    expect(html).toContain('svc \\x1B]0;PWNED\\x07\\x1B[31mevil\\u202E rev');
+  });
+
   it('CANNOT EVALUATE leads the summary line and says why', async () => {
     const md = renderCanaryMarkdown(await canary('pass', 'v9'));
     expect(md.split('\n')[0]).toMatch(/^# CANNOT EVALUATE · deploy v9 not resolved · unknown deploy "v9"/);

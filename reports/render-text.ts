@@ -1,3 +1,4 @@
+import { visibleText } from '../core/text.ts';
 import type { ContinuityReport } from './continuity.ts';
 
 /** Renders the continuity report for a terminal: a summary, the numbers, the findings. */
@@ -5,7 +6,7 @@ export function renderContinuityText(r: ContinuityReport): string {
   const lines: string[] = [];
   const kv = (k: string, v: unknown) => lines.push(`  ${k.padEnd(38)} ${String(v)}`);
   lines.push('MCP session-continuity report');
-  lines.push(`  range: ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${r.range.service}` : ''}`);
+  lines.push(`  range: ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${r.range.service}` : ''}${r.range.environment ? `  environment: ${r.range.environment}` : ''}`);
   lines.push('');
   lines.push(r.lines.scope === 'store' ? 'Input (every file imported into the store, each once; not limited to the range)' : 'Input');
   kv('lines parsed / rejected / skipped / read', `${r.lines.parsed} / ${r.lines.rejected} / ${r.lines.skipped} / ${r.lines.read}`);
@@ -38,5 +39,8 @@ export function renderContinuityText(r: ContinuityReport): string {
   lines.push('');
   lines.push('Findings');
   for (const f of r.findings) lines.push(`  - ${f}`);
-  return lines.join('\n') + '\n';
+  // Values from the store (a user agent in a finding, a service name) are shown, never
+  // acted on: control and bidi characters as escapes (core/text.ts; a break-it pass
+  // found an OSC title change and U+202E from a user agent reaching the terminal).
+  return visibleText(lines.join('\n') + '\n');
 }

@@ -67,6 +67,14 @@ describe('the report’s input lines, read from the store (`continuity report`)'
     expect(renderContinuityText(r)).toContain('Input (every file imported into the store, each once; not limited to the range)');
   });
 
+  it('show what the store holds in the text report without letting it act on the terminal', async () => {
+    const r = await buildContinuityReport(t.store, { service: 'restart' });
+    const hostile = 'ua \u001b]0;PWNED\u0007\u001b[31mevil\u202e';
+    const text = renderContinuityText({ ...r, findings: [...r.findings, hostile], range: { ...r.range, service: hostile } });
+    expect(text).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e]/);
+    expect(text).toContain('  - ua \\x1B]0;PWNED\\x07\\x1B[31mevil\\u202E\n');
+  });
+
   it('count a gzip of an imported file as that file (its decompressed content is the same)', async () => {
     const gz = join(dir, 'caddy-access.log.gz');
     writeFileSync(gz, gzipSync(readFileSync(RESTART.access[0]!)));
