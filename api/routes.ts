@@ -2,7 +2,7 @@ import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } 
 import { z } from 'zod';
 import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
 import { NAMED_QUERIES, bindParams, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
-import { formatTable, parseTabSeparatedWithNames } from '../core/table.ts';
+import { tsvTable } from '../core/table.ts';
 import { buildContinuityReport } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
 
@@ -136,10 +136,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     // the body is the result in the asked format alone: whether max_rows cut it goes in headers
     if (result.rows !== null) reply.header('x-continuity-rows', String(result.rows));
     if (result.limited) reply.header('x-continuity-row-limit', `reached: max_rows ${max_rows}; the result may have more`);
-    if (format === 'table') {
-      const { head, rows } = parseTabSeparatedWithNames(body.toString('utf8'));
-      return reply.header('content-type', out.contentType).send(formatTable(head, rows));
-    }
+    if (format === 'table') return reply.header('content-type', out.contentType).send(tsvTable(body));
     return reply.header('content-type', out.contentType).send(body);
   });
 };

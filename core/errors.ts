@@ -167,6 +167,12 @@ export const ERROR_CODES = {
     httpStatus: 504,
     fix: 'Narrow the statement (a time range in WHERE, fewer columns, a LIMIT inside) or raise timeout_s (at most 600); ad hoc statements run one at a time, so a long one delays the next.',
   },
+  CONT_ERR_SQL_TABLE_TOO_LARGE: {
+    message: 'the result is too large to draw as a table',
+    retriable: false,
+    httpStatus: 422,
+    fix: 'Ask for format csv, tsv, jsonl, json or arrow (`--format csv` on the command line), which carry any size up to the store\'s result limit, or narrow the statement (fewer rows or columns, a LIMIT): the table format is for reading, and draws at most 4 MiB of result text.',
+  },
   CONT_ERR_NOT_FOUND: {
     message: 'no route answers this method and path',
     retriable: false,

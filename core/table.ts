@@ -1,5 +1,6 @@
 /** Terminal tables of stored values, shown inert (core/text.ts), for `continuity sql` and `POST /api/sql`'s `table` format. */
 import Table from 'cli-table3';
+import { ContinuityError } from './errors.ts';
 import { visibleText } from './text.ts';
 
 /**
@@ -13,6 +14,28 @@ export function formatTable(head: readonly string[], rows: ReadonlyArray<readonl
   const table = new Table({ head: head.map(visibleText), style: { head: [], border: [] } });
   for (const r of rows) table.push(r.map(visibleText));
   return table.toString() + '\n';
+}
+
+/**
+ * The most result text, bytes of `TabSeparatedWithNames`, {@link tsvTable} draws: drawing
+ * is synchronous (cli-table3), and a 487 MB result held `serve`'s event loop, and every
+ * other request with it, for 20 s (a break-it pass); 4 MiB draws in well under a second.
+ */
+export const TABLE_MAX_BYTES = 4 << 20;
+
+/**
+ * An ad hoc result in `TabSeparatedWithNames` drawn as a table ({@link formatTable}).
+ * @throws ContinuityError CONT_ERR_SQL_TABLE_TOO_LARGE over {@link TABLE_MAX_BYTES},
+ *   naming the size, before drawing anything.
+ */
+export function tsvTable(tsv: Buffer): string {
+  if (tsv.length > TABLE_MAX_BYTES) {
+    throw new ContinuityError('CONT_ERR_SQL_TABLE_TOO_LARGE', `${tsv.length} bytes of result, over the ${TABLE_MAX_BYTES} a table draws`, {
+      details: { bytes: tsv.length, limitBytes: TABLE_MAX_BYTES },
+    });
+  }
+  const { head, rows } = parseTabSeparatedWithNames(tsv.toString('utf8'));
+  return formatTable(head, rows);
 }
 
 /**

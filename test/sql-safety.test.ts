@@ -346,6 +346,16 @@ describe('POST /api/sql: writes refused', () => {
     expect(doc.json().data).toEqual([{ a: 'nan', b: '-inf', c: null, d: '18446744073709551615', e: 1.5 }]);
   });
 
+  it('refuses to draw a table of more than 4 MiB (422, coded), which held the event loop, and sends the same result as csv', async () => {
+    const sql = "SELECT repeat('a', 1000000) AS s FROM numbers(5)";
+    const table = await post({ sql, format: 'table' });
+    expect(table.statusCode, table.body).toBe(422);
+    expect(table.json()).toMatchObject({ code: 'CONT_ERR_SQL_TABLE_TOO_LARGE', details: { limitBytes: 4 << 20 } });
+    const csv = await post({ sql, format: 'csv' });
+    expect(csv.statusCode).toBe(200);
+    expect(csv.body.length).toBeGreaterThan(5_000_000);
+  });
+
   it('still answers a read afterwards', async () => {
     const res = await post({ sql: "SELECT count() AS n FROM events WHERE service = 'inj'", format: 'jsonl' });
     expect(res.statusCode).toBe(200);

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { ContinuityError } from '../../core/errors.ts';
 import { configFrom, positiveFlag, withStore } from '../context.ts';
-import { formatTable, parseTabSeparatedWithNames } from '../../core/table.ts';
+import { tsvTable } from '../../core/table.ts';
 
 /** The longest an ad hoc statement may run, s (as `timeout_s` of POST /api/sql). */
 const MAX_TIMEOUT_S = 600;
@@ -41,8 +41,7 @@ export function registerSql(program: Command): void {
       let limited = false;
       const out = await withStore(config, (store) => store.readOnly(statement, { format, maxRows, maxExecutionS, onResult: (r) => (limited = r.limited) }));
       if (opts.format === 'table') {
-        const { head, rows } = parseTabSeparatedWithNames(out.toString('utf8'));
-        process.stdout.write(formatTable(head, rows));
+        process.stdout.write(tsvTable(out));
       } else {
         process.stdout.write(out);
       }
