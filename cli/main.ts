@@ -47,6 +47,8 @@ process.stdout.on('error', (err: NodeJS.ErrnoException) => {
 try {
   await program.parseAsync(process.argv);
 } catch (err) {
-  if (err instanceof CommanderError) process.exitCode = err.exitCode;
+  // (a usage error exits 2, as every configuration error does: cli/context.ts reportError;
+  // commander's own code is 1, the same as a command that failed; --help and --version 0)
+  if (err instanceof CommanderError) process.exitCode = err.exitCode === 0 ? 0 : 2;
   else process.exitCode = reportError(err);
 }
