@@ -731,8 +731,16 @@ function wrap(
       if (e.code === 'CONT_ERR_STORE_QUERY' && type === 'TIMEOUT_EXCEEDED') {
         return new ContinuityError('CONT_ERR_SQL_TIMEOUT', `the statement ran longer than ${maxSeconds} s: ${e.message}`, { cause: err, details: { timeoutS: maxSeconds } });
       }
-      if (e.code === 'CONT_ERR_STORE_QUERY' && type === 'SYNTAX_ERROR' && !/^\s*(SELECT|WITH|\()/i.test(statement)) {
+      // (ClickHouse's SYNTAX_ERROR is code 62; the client reads the type from the message's
+      // last parenthesis, which a syntax error's "Expected one of: …" list can end with)
+      const syntax = type === 'SYNTAX_ERROR' || (err as { code?: unknown } | null)?.code === '62';
+      if (e.code === 'CONT_ERR_STORE_QUERY' && syntax && !/^\s*(SELECT|WITH|\()/i.test(statement)) {
         return new ContinuityError('CONT_ERR_READONLY', 'only queries can run as ad hoc SQL', { cause: err });
+      }
+      // (the wrapper cannot take INTO OUTFILE, so the engine's message points into the
+      // wrapper's text: name the clause instead)
+      if (e.code === 'CONT_ERR_STORE_QUERY' && syntax && /\bINTO\s+OUTFILE\b/i.test(statement)) {
+        return new ContinuityError('CONT_ERR_SQL_REFUSED', 'INTO OUTFILE does not run as ad hoc SQL: the result comes back as output (continuity sql … --format csv > file)', { cause: err });
       }
       return e;
     };
@@ -790,6 +798,9 @@ async function singleStatement(client: ClickHouseClient, sql: string): Promise<s
       // (the engine's message quotes this wrapper, not the user's statement: say it plainly)
       if (engineErrorType(err) === 'SYNTAX_ERROR' && /Multi-statements are not allowed/.test((err as Error).message)) {
         throw new ContinuityError('CONT_ERR_SQL_REFUSED', 'one statement per call: the text holds more than one (separated by ;)', { cause: err });
+      }
+      if (/^Empty query\b/.test((err as Error).message ?? '')) {
+        throw new ContinuityError('CONT_ERR_SQL_REFUSED', 'the statement is empty (blanks or comments only)', { cause: err });
       }
       throw err;
     });

@@ -267,6 +267,20 @@ describe('POST /api/sql: writes refused', () => {
     expect(existsSync('/tmp/continuity-sql-safety-api.out')).toBe(false);
   });
 
+  it('names INTO OUTFILE and an empty statement in its refusal (CONT_ERR_SQL_REFUSED), not the wrapper\'s syntax error', async () => {
+    const outfile = await post({ sql: "SELECT * FROM events INTO OUTFILE '/tmp/continuity-sql-safety-api.out' FORMAT CSV" });
+    expect(outfile.statusCode, outfile.body).toBe(403);
+    expect(outfile.json()).toMatchObject({ code: 'CONT_ERR_SQL_REFUSED', message: expect.stringContaining('INTO OUTFILE does not run as ad hoc SQL') });
+    for (const sql of ['  ', '-- a comment alone', '/* and */ ']) {
+      const empty = await post({ sql });
+      expect(empty.statusCode, sql).toBe(403);
+      expect(empty.json(), sql).toMatchObject({ code: 'CONT_ERR_SQL_REFUSED', message: expect.stringContaining('the statement is empty') });
+    }
+    // a literal that spells the clause is only text
+    const literal = await post({ sql: "SELECT 'INTO OUTFILE' AS x", format: 'jsonl' });
+    expect(JSON.parse(literal.body)).toEqual({ x: 'INTO OUTFILE' });
+  });
+
   it('names the plain writes CONT_ERR_READONLY (403)', async () => {
     for (const statement of ['ALTER TABLE events DELETE WHERE 1', 'CREATE TABLE pwned (a UInt8) ENGINE = Memory', 'SET readonly = 0', 'TRUNCATE TABLE events']) {
       const res = await post({ sql: statement });
