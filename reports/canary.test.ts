@@ -496,6 +496,9 @@ describe('gates files', () => {
     // JSON.parse keeps the last of a repeated key silently: which threshold was meant is unknown
     ['a repeated gate (JSON)', '{"refused_after_boot": {"max": 3}, "refused_after_boot": {"max": 50}}', 'x.json', []],
     ['a repeated gate (YAML)', 'refused_after_boot: { max: 3 }\nrefused_after_boot: { max: 50 }', 'x.yaml', []],
+    // a YAML tag makes a Buffer or a Date: one field named, not every method of a Buffer
+    ['a !!binary gate (YAML)', 'proxy_5xx_in_gap: !!binary aGVsbG8=', 'x.yaml', ['proxy_5xx_in_gap']],
+    ['a !!timestamp threshold (YAML)', 'proxy_5xx_in_gap:\n  max: !!timestamp 2001-12-14', 'x.yaml', ['proxy_5xx_in_gap.max']],
   ])('refuses a file with %s: CONT_ERR_CONFIG naming the file and field', (_, text, file, fields) => {
     let err: unknown;
     try {
@@ -509,6 +512,10 @@ describe('gates files', () => {
     expect(e.details.file).toBe(`/etc/canary/${file}`);
     expect(e.details.fields).toEqual(fields);
     for (const f of fields) expect(e.message).toContain(`field ${f}`);
+  });
+
+  it('reads a .json file that starts with a byte order mark (RFC 8259 §8.1)', () => {
+    expect(parseGates('\uFEFF{"proxy_5xx_in_gap": {"max": 3}}', 'bom.json').proxy_5xx_in_gap.max).toBe(3);
   });
 
   it('an empty file keeps every default', () => {

@@ -152,6 +152,9 @@ export const GatesFileSchema = z.strictObject({
 export function parseGates(text: string, file: string): GatesConfig {
   let raw: unknown;
   const isJson = extname(file).toLowerCase() === '.json';
+  // A byte order mark is not part of the text (RFC 8259 §8.1 lets a parser ignore it;
+  // the YAML parser did, JSON.parse refused it: a break-it pass)
+  text = text.replace(/^\uFEFF/, '');
   try {
     // A .json file must be JSON (the YAML parser alone took a trailing comma), and is
     // read by the YAML 1.2 parser too (JSON is a subset of it), which refuses a
@@ -166,6 +169,16 @@ export function parseGates(text: string, file: string): GatesConfig {
     });
   }
   if (raw === null || raw === undefined) raw = {};
+  // A YAML tag can make a value that JSON has no word for (!!binary a Buffer,
+  // !!timestamp a Date, !!set a Set): the schema then listed every method of a Buffer
+  // as an unknown field (16 KB of error; a break-it pass). Name the field instead.
+  const odd = notPlainData(raw, []);
+  if (odd !== undefined) {
+    const field = odd.join('.') || '(top level)';
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: field ${field}: not a number, boolean or mapping (a YAML tag such as !!binary or !!timestamp made it something else)`, {
+      details: { file, fields: [field] },
+    });
+  }
   const parsed = GatesFileSchema.safeParse(raw);
   if (!parsed.success) {
     const issues = parsed.error.issues.flatMap((i) => {
@@ -195,6 +208,29 @@ export function parseGates(text: string, file: string): GatesConfig {
       margin_pp: f.invalid_token_rate?.margin_pp ?? rate.margin_pp,
     }),
   });
+}
+
+/**
+ * The path to the first value in `v` that is not plain data (a mapping with the plain
+ * object prototype, a sequence, a string, number, boolean or null), or undefined.
+ */
+function notPlainData(v: unknown, path: string[]): string[] | undefined {
+  if (v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return undefined;
+  if (Array.isArray(v)) {
+    for (let i = 0; i < v.length; i++) {
+      const odd = notPlainData(v[i], [...path, String(i)]);
+      if (odd) return odd;
+    }
+    return undefined;
+  }
+  if (typeof v === 'object' && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)) {
+    for (const [k, x] of Object.entries(v)) {
+      const odd = notPlainData(x, [...path, k]);
+      if (odd) return odd;
+    }
+    return undefined;
+  }
+  return path;
 }
 
 /**
