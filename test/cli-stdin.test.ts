@@ -21,19 +21,22 @@ const freshDir = (): string => {
   return d;
 };
 
-/** Runs the CLI with `input` written to its standard input. */
-function continuity(args: string[], input: Buffer | string, env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Runs `command` with `input` written to its standard input (none: stdin is /dev/null) and collects its output. */
+function run(command: string, args: string[], input?: Buffer | string, env: NodeJS.ProcessEnv = {}): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], { stdio: ['pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+    const child = spawn(command, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-    child.stdin.end(input);
+    if (input !== undefined) child.stdin!.end(input);
   });
 }
+
+/** Runs the CLI with `input` written to its standard input. */
+const continuity = (args: string[], input: Buffer | string, env: NodeJS.ProcessEnv = {}) => run(process.execPath, [BIN, ...args], input, env);
 
 const count = async (dataDir: string, env: NodeJS.ProcessEnv = {}): Promise<string> =>
   (await continuity(['sql', 'SELECT count(), uniqExact(event_id) FROM events', '--format', 'csv', '--data-dir', dataDir], '', env)).stdout.trim();
@@ -69,15 +72,7 @@ describe('standard input', () => {
     // (before the launcher gave such a command /dev/null, the engine refused the first
     // import with CONT_ERR_STORE_STDIN and swallowed the second name)
     const script = `printf '%s\\n' one two | while read -r name; do "$0" "$1" import caddy "$2" --data-dir "$3" > /dev/null || exit 1; echo "done $name"; done`;
-    const r = await new Promise<{ code: number; stdout: string; stderr: string }>((resolve, reject) => {
-      const child = spawn('bash', ['-c', script, process.execPath, BIN, ACCESS, dir], { stdio: ['ignore', 'pipe', 'pipe'] });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
-    });
+    const r = await run('bash', ['-c', script, process.execPath, BIN, ACCESS, dir]);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stdout).toBe('done one\ndone two\n');
     expect(await count(dir)).toMatch(/\n47,47$/);

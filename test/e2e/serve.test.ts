@@ -113,25 +113,16 @@ describe('continuity serve', () => {
 describe('continuity serve with a request still arriving at SIGTERM', () => {
   it('cuts that request off after its grace (10 s) and exits, rather than wait for the client', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-slow-'));
-    const proc = spawn(process.execPath, [BIN, '--data-dir', dir, 'serve', '--port', '0'], {
-      env: { ...process.env, CONTINUITY_HASH_KEY: KEY, CLICKHOUSE_URL: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let url = '';
-    let err = '';
-    createInterface({ input: proc.stdout! }).on('line', (line) => {
-      const m = /^listening on (http:\/\/\S+)$/.exec(line);
-      if (m) url = m[1]!;
-    });
-    proc.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    const s = spawnServe(dir);
+    const { proc } = s;
     let drip: NodeJS.Timeout | undefined;
     const socket = new Socket();
     try {
-      await waitFor(() => url !== '' || proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
-      expect(url, err).not.toBe('');
+      await waitFor(() => s.url !== '' || proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
+      expect(s.url, s.err).not.toBe('');
       socket.on('error', () => {}); // EPIPE once serve has cut it off: expected
       const cut = new Promise<void>((resolve) => socket.once('close', () => resolve()));
-      await new Promise<void>((resolve) => socket.connect(Number(new URL(url).port), '127.0.0.1', resolve));
+      await new Promise<void>((resolve) => socket.connect(Number(new URL(s.url).port), '127.0.0.1', resolve));
       // the head of a 100,000-byte body; serve answers 100 Continue once it has read it
       // (Node's server, RFC 9110 §10.1.1), so the request is in flight when the signal comes
       let received = '';
@@ -143,8 +134,8 @@ describe('continuity serve with a request still arriving at SIGTERM', () => {
       drip = setInterval(() => socket.writable && socket.write(' '), 1000);
       proc.kill('SIGTERM');
       // before the fix serve exited only when the client went away
-      expect(await waitForExit(proc, 40_000), err).toBe(true);
-      expect(proc.exitCode, err).toBe(0);
+      expect(await waitForExit(proc, 40_000), s.err).toBe(true);
+      expect(proc.exitCode, s.err).toBe(0);
       await cut;
     } finally {
       clearInterval(drip);
@@ -161,23 +152,14 @@ describe('continuity serve with a request still arriving at SIGTERM', () => {
 describe.runIf(process.platform === 'linux')('continuity serve with an ad hoc statement still running at SIGTERM', () => {
   it('closes the store without waiting for it, says so, and a second signal ends the process (SIGKILL: an exit under it crashes chDB)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-adhoc-'));
-    const proc = spawn(process.execPath, [BIN, '--data-dir', dir, 'serve', '--port', '0'], {
-      env: { ...process.env, CONTINUITY_HASH_KEY: KEY, CLICKHOUSE_URL: '' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let url = '';
-    let err = '';
-    createInterface({ input: proc.stdout! }).on('line', (line) => {
-      const m = /^listening on (http:\/\/\S+)$/.exec(line);
-      if (m) url = m[1]!;
-    });
-    proc.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+    const s = spawnServe(dir);
+    const { proc } = s;
     const client = new AbortController();
     try {
-      await waitFor(() => url !== '' || proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
-      expect(url, err).not.toBe('');
+      await waitFor(() => s.url !== '' || proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
+      expect(s.url, s.err).not.toBe('');
       // a statement of 600 s (its limit) whose client then goes away: chDB cannot cancel it
-      const sent = fetch(`${url}/api/sql`, {
+      const sent = fetch(`${s.url}/api/sql`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
         body: JSON.stringify({ sql: 'SELECT count() FROM numbers(1000000000000000)', timeout_s: 600 }),
@@ -195,13 +177,13 @@ describe.runIf(process.platform === 'linux')('continuity serve with an ad hoc st
       await sent;
       proc.kill('SIGTERM');
       // the store closes (the writer flushed) while the statement still runs
-      await waitFor(() => err.includes('an ad hoc statement is still running'), { timeoutMs: 60_000, what: 'serve to close its store and say the statement still runs' });
-      expect(err).toMatch(/stopped: 0 event\(s\) written this run; store closed\n/);
+      await waitFor(() => s.err.includes('an ad hoc statement is still running'), { timeoutMs: 60_000, what: 'serve to close its store and say the statement still runs' });
+      expect(s.err).toMatch(/stopped: 0 event\(s\) written this run; store closed\n/);
       expect(proc.exitCode).toBeNull();
       proc.kill('SIGTERM');
-      expect(await waitForExit(proc, 30_000), err).toBe(true);
-      expect(proc.signalCode, err).toBe('SIGKILL');
-      expect(err).toContain('SIGTERM again: exiting without finishing the shutdown; every accepted event was written (SIGKILL');
+      expect(await waitForExit(proc, 30_000), s.err).toBe(true);
+      expect(proc.signalCode, s.err).toBe('SIGKILL');
+      expect(s.err).toContain('SIGTERM again: exiting without finishing the shutdown; every accepted event was written (SIGKILL');
     } finally {
       client.abort();
       if (proc.exitCode === null && proc.signalCode === null) {
@@ -212,3 +194,27 @@ describe.runIf(process.platform === 'linux')('continuity serve with an ad hoc st
     }
   }, 120_000);
 });
+
+/** `continuity serve` on `dir`, any free port: the process, and its URL and stderr so far. */
+function spawnServe(dir: string): { proc: ChildProcess; readonly url: string; readonly err: string } {
+  const proc = spawn(process.execPath, [BIN, '--data-dir', dir, 'serve', '--port', '0'], {
+    env: { ...process.env, CONTINUITY_HASH_KEY: KEY, CLICKHOUSE_URL: '' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let url = '';
+  let err = '';
+  createInterface({ input: proc.stdout! }).on('line', (line) => {
+    const m = /^listening on (http:\/\/\S+)$/.exec(line);
+    if (m) url = m[1]!;
+  });
+  proc.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+  return {
+    proc,
+    get url() {
+      return url;
+    },
+    get err() {
+      return err;
+    },
+  };
+}
