@@ -401,6 +401,12 @@ describe('cannot evaluate (exit code 2)', () => {
     expect(r.reason).toMatch(/^the store at .* holds no events for service "nosuch"; its services: .*"roll"/);
   });
 
+  it('an environment the store has no events of is named, with the environments it has', async () => {
+    const r = await canary('roll', 'latest', { environment: 'nosuch-env' });
+    expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2 });
+    expect(r.reason).toMatch(/^the store at .* holds no events for environment "nosuch-env"; its environments: /);
+  });
+
   it('a deploy window without a single request', async () => {
     const r = await canary('quiet');
     expect(r).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: { boot_id: 'boot-quiet-7200' } });

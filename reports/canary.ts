@@ -559,12 +559,17 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     if (restarts.length === 0) {
       const forService = scope.service ? ` for service ${JSON.stringify(scope.service)}` : '';
       const paths = await checkPaths(common, `in the store${forService}`);
-      if (scope.service) {
-        // a mistyped --service: name the services there are (found by a newcomer pass)
-        const services = (await store.query<{ service: string }>('SELECT DISTINCT service FROM events ORDER BY service LIMIT 21')).map((r) => r.service);
-        if (!services.includes(scope.service)) {
-          const list = services.slice(0, 20).map((x) => (x === '' ? '(none: imported without --service)' : JSON.stringify(x))).join(', ') + (services.length > 20 ? ', …' : '');
-          return cannot(`the store at ${store.location} holds no events for service ${JSON.stringify(scope.service)}${services.length ? `; its services: ${list}` : ''}`);
+      // a mistyped --service or --environment: name the ones there are (found by a
+      // newcomer pass, then a break-it pass for --environment)
+      for (const [column, value, unlabelled] of [
+        ['service', scope.service, '(none: imported without --service)'],
+        ['environment', scope.environment, '(none)'],
+      ] as const) {
+        if (!value) continue;
+        const known = (await store.query<{ v: string }>(`SELECT DISTINCT ${column} AS v FROM events ORDER BY v LIMIT 21`)).map((r) => r.v);
+        if (!known.includes(value)) {
+          const list = known.slice(0, 20).map((x) => (x === '' ? unlabelled : JSON.stringify(x))).join(', ') + (known.length > 20 ? ', …' : '');
+          return cannot(`the store at ${store.location} holds no events for ${column} ${JSON.stringify(value)}${known.length ? `; its ${column === 'service' ? 'services' : 'environments'}: ${list}` : ''}`);
         }
       }
       // (where: a mistyped --data-dir opens a new, empty store)
