@@ -88,6 +88,24 @@ describe('continuity analyze on the real captures (README command 1)', () => {
   });
 });
 
+describe('labels', () => {
+  it('analyze --environment labels the imported lines as it filters by it: the proxy evidence stays (it was all dropped)', async () => {
+    const dir = freshDir();
+    const log = [`${CAPTURES}caddy-sdk-restart/caddy-access.log`, '--errors', `${CAPTURES}caddy-sdk-restart/caddy-error.log`];
+    const r = await continuity(['analyze', ...log, '--environment', 'prod', '--service', 'mcp', '--json'], dir);
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout);
+    expect(report.refused_misses.total).toBe(25);
+    expect(report.restarts.inferred).toBe(2);
+    const labels = await continuity(['sql', 'SELECT DISTINCT service, environment FROM events FINAL', '--format', 'csv'], dir);
+    expect(labels.stdout.trim().split('\n')).toEqual(['"service","environment"', '"mcp","prod"']);
+    // import caddy takes it too; a label longer than the queries take is refused, not cut
+    const long = await continuity(['import', 'caddy', log[0]!, '--environment', 'e'.repeat(257)], dir);
+    expect(long.code).toBe(2);
+    expect(long.stderr).toContain('CONT_ERR_CONFIG: invalid configuration: --environment takes at most 256 characters (got 257)');
+  });
+});
+
 describe('bad input through the CLI', () => {
   it('a report on an empty store says there is nothing to judge, not that no problem was found', async () => {
     // a mistyped --data-dir opens a new, empty store

@@ -74,6 +74,8 @@ export interface ConverterOptions {
   hasher: KeyedHasher;
   /** `service` of every event (default ''). */
   service?: string;
+  /** `environment` of every event (default ''). */
+  environment?: string;
   /** Longest line, bytes (the hashing scratch buffer grows up to it). */
   maxLineBytes: number;
   /** Cap on error-log entries kept for the join (default 1,000,000). */
@@ -271,6 +273,7 @@ export class CaddyConverter {
 
   private readonly sc = new CaddyLineScanner();
   private readonly hasher: KeyedHasher;
+  /** The `service` and `environment` members of every event's JSON ('' for none). */
   private readonly serviceJson: string;
   private scratch: Buffer;
   private readonly uaCache = new Map<string, string>();
@@ -284,7 +287,9 @@ export class CaddyConverter {
   constructor(options: ConverterOptions, out: ConverterOutput) {
     this.hasher = options.hasher;
     const service = cut(options.service ?? '', 256);
-    this.serviceJson = service === '' ? '' : `,"service":${JSON.stringify(service)}`;
+    const environment = cut(options.environment ?? '', 256);
+    this.serviceJson =
+      (service === '' ? '' : `,"service":${JSON.stringify(service)}`) + (environment === '' ? '' : `,"environment":${JSON.stringify(environment)}`);
     this.scratch = Buffer.allocUnsafe(Math.min(options.maxLineBytes, 1 << 16) + 32);
     this.join = new UpstreamJoin<HeldRow>(options.maxErrorEntries ?? 1_000_000);
     this.out = out;

@@ -19,6 +19,8 @@ export interface CaddyImportOptions {
   hasher: KeyedHasher;
   /** `service` of every event (default ''). */
   service?: string;
+  /** `environment` of every event (default ''), as a server's `deployment.environment.name`. */
+  environment?: string;
   /** Progress per chunk read, for a progress bar. */
   onProgress?: (progress: ImportProgress) => void;
   /** Longest line kept, bytes (default 1 MiB); longer lines are rejected as `line_too_long`. */
@@ -203,7 +205,7 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput, earlier
   };
   let currentPath = '';
   const converter = new CaddyConverter(
-    { hasher: options.hasher, service: options.service ?? '', maxLineBytes, maxErrorEntries: options.maxErrorEntries ?? 1_000_000 },
+    { hasher: options.hasher, service: options.service ?? '', environment: options.environment ?? '', maxLineBytes, maxErrorEntries: options.maxErrorEntries ?? 1_000_000 },
     {
       row: (row) => out.row(row),
       reject: (line, reason, detail, bytes) => {
