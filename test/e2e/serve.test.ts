@@ -149,6 +149,37 @@ describe('continuity serve with a request still arriving at SIGTERM', () => {
   }, 120_000);
 });
 
+describe('continuity serve started with data waiting on its stdin', () => {
+  it('writes what it accepts (the engine took that data as INSERT input and refused every write: all lost under 200s)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-stdin-'));
+    const s = spawnServe(dir, 'x\n');
+    const { proc } = s;
+    try {
+      await waitFor(() => s.url !== '' || proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
+      expect(s.url, s.err).not.toBe('');
+      const boot = { event_id: randomUUID(), event_type: 'boot', ts: Date.now() * 1000, source: 'server', service: 'stdin-e2e', pid: 9 };
+      const res = await fetch(`${s.url}/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([boot]) });
+      expect(await res.json()).toEqual({ accepted: 1 });
+      const stored = async (): Promise<boolean> => {
+        const r = await fetch(`${s.url}/api/sql`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ sql: "SELECT count() AS n FROM events WHERE service = 'stdin-e2e'", format: 'jsonl' }) });
+        return r.ok && Number((JSON.parse(await r.text()) as { n: string }).n) === 1;
+      };
+      await waitFor(stored, { timeoutMs: 20_000, what: 'the event to be written' });
+      proc.kill('SIGTERM');
+      expect(await waitForExit(proc, 30_000), s.err).toBe(true);
+      expect(proc.exitCode, s.err).toBe(0);
+      expect(s.err).toContain('stopped: 1 event(s) written this run; store closed');
+      expect(s.err).not.toContain('CONT_ERR_STORE_STDIN');
+    } finally {
+      if (proc.exitCode === null && proc.signalCode === null) {
+        proc.kill('SIGKILL');
+        await waitForExit(proc, 10_000);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
 describe.runIf(process.platform === 'linux')('continuity serve with an ad hoc statement still running at SIGTERM', () => {
   it('closes the store without waiting for it, says so, and a second signal ends the process (SIGKILL: an exit under it crashes chDB)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-adhoc-'));
@@ -195,12 +226,16 @@ describe.runIf(process.platform === 'linux')('continuity serve with an ad hoc st
   }, 120_000);
 });
 
-/** `continuity serve` on `dir`, any free port: the process, and its URL and stderr so far. */
-function spawnServe(dir: string): { proc: ChildProcess; readonly url: string; readonly err: string } {
+/**
+ * `continuity serve` on `dir`, any free port: the process, and its URL and stderr so far.
+ * @param stdin text written to serve's standard input, which stays open (none: /dev/null).
+ */
+function spawnServe(dir: string, stdin?: string): { proc: ChildProcess; readonly url: string; readonly err: string } {
   const proc = spawn(process.execPath, [BIN, '--data-dir', dir, 'serve', '--port', '0'], {
     env: { ...process.env, CONTINUITY_HASH_KEY: KEY, CLICKHOUSE_URL: '' },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
+  if (stdin !== undefined) proc.stdin!.write(stdin);
   let url = '';
   let err = '';
   createInterface({ input: proc.stdout! }).on('line', (line) => {
