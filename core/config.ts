@@ -37,7 +37,7 @@ const KafkaTopicName = z
  *   dead-lettered as `too_large`, default 1 MiB).
  */
 export const ConfigSchema = z.object({
-  dataDir: z.string().min(1, 'an empty path: give a directory, or leave the flag out for ./.continuity'),
+  dataDir: z.string().min(1),
   clickhouse: z
     .object({
       url: z.url({ protocol: /^https?$/ }),
@@ -92,8 +92,7 @@ export interface ConfigFlags {
 export function loadConfig(env: NodeJS.ProcessEnv = process.env, flags: ConfigFlags = {}): Config {
   const raw = {
     // an empty value is unset, as for every variable (an empty path would be the current directory)
-    // (--data-dir "" is a mistake, refused below, not the default: a break-it pass)
-    dataDir: flags.dataDir === '' ? '' : resolve(flags.dataDir || env.CONTINUITY_DATA_DIR || './.continuity'),
+    dataDir: resolve(flags.dataDir || env.CONTINUITY_DATA_DIR || './.continuity'),
     clickhouse: env.CLICKHOUSE_URL
       ? {
           url: env.CLICKHOUSE_URL,
