@@ -23,10 +23,16 @@ if (args.includes('-') && process.env.CONTINUITY_STDIN_FD === undefined) {
   process.stdin.pipe(child.stdio[3]);
   // A reader that stops early (an error) closes its end; that is not our error.
   child.stdio[3].on('error', () => {});
-  for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(signal, () => child.kill(signal));
+  const forward = (signal) => child.kill(signal);
+  const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+  for (const signal of signals) process.on(signal, forward);
   child.on('exit', (code, signal) => {
-    if (signal) process.kill(process.pid, signal);
-    else process.exit(code ?? 1);
+    if (signal) {
+      // End the same way (exit status 128 + n): with our forwarding handler still
+      // installed the signal would be swallowed and the launcher would exit 0.
+      for (const s of signals) process.off(s, forward);
+      process.kill(process.pid, signal);
+    } else process.exit(code ?? 1);
   });
 } else {
   // A command that does not read '-' gets /dev/null as fd 0 (unless fd 0 is a terminal):

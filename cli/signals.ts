@@ -1,6 +1,7 @@
 /**
- * Resolves with the first SIGINT/SIGTERM, for long-running commands' graceful
- * shutdown; a second signal exits at once with 130, after saying so on stderr
+ * Resolves with the first SIGINT, SIGTERM or SIGHUP (a closed terminal, or a
+ * supervisor's reload), for long-running commands' graceful shutdown: each would
+ * otherwise end the process without flushing what it accepted; a second signal exits at once with 130, after saying so on stderr
  * with what `abandoned()` (if given) reports the forced exit leaves undone, e.g.
  * accepted events not yet written (an empty string: nothing). While `engineBusy()`
  * (if given) says the embedded engine is running a statement, the process ends
@@ -37,6 +38,7 @@ export function untilSignal(abandoned?: () => string, engineBusy?: () => boolean
     };
     process.on('SIGINT', on);
     process.on('SIGTERM', on);
+    process.on('SIGHUP', on);
   });
 }
 

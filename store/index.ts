@@ -1,7 +1,7 @@
 /** The ClickHouse store (embedded chDB or server) behind one @clickhouse/client. */
 export { openStore, decodeCompact, classifyStoreError } from './client.ts';
 export type { ReadOnlyOptions, Store } from './client.ts';
-export { migrate, applyRetention, retentionDaysOf, loadMigrations, splitStatements, RETAINED_TABLES, MIN_FREE_BYTES_FOR_DDL } from './migrate.ts';
+export { migrate, applyRetention, retentionDaysOf, retentionChangesOf, loadMigrations, splitStatements, RETAINED_TABLES, MIN_FREE_BYTES_FOR_DDL } from './migrate.ts';
 export type { DdlOptions, Migration } from './migrate.ts';
 export { readRetention } from './retention.ts';
 export type { Retention, RetentionOptions } from './retention.ts';

@@ -205,7 +205,31 @@ export async function applyRetention(store: Store, days: number, options: DdlOpt
     if (days === 0) await store.command(`ALTER TABLE ${name} REMOVE TTL`);
     else await store.command(`ALTER TABLE ${name} MODIFY TTL toDateTime(ts) + toIntervalDay(${Math.floor(days)})`);
   }
-  return tables.find((t) => t.name === 'events')?.days ?? 0;
+  const before = tables.find((t) => t.name === 'events')?.days ?? 0;
+  if (changes.some((t) => t.name === 'events') && (await hasTable(store, 'retention_changes'))) {
+    await store.insertJsonEachRow('retention_changes', JSON.stringify({ from_days: before, to_days: Math.floor(days) }));
+  }
+  return before;
+}
+
+/**
+ * How many times the retention of `events` changed ({@link applyRetention}; 0 on a
+ * store from before schema/migrations/0018, or none yet). Caddy imports name it in
+ * their deduplication token, so a retention change that dropped rows does not make
+ * the same lines, imported again, count as duplicates of rows that are gone.
+ */
+export async function retentionChangesOf(store: Store): Promise<number> {
+  if (!(await hasTable(store, 'retention_changes'))) return 0;
+  const [row] = await store.query<{ n: string | number }>('SELECT count() AS n FROM retention_changes');
+  return Number(row?.n ?? 0);
+}
+
+async function hasTable(store: Store, name: string): Promise<boolean> {
+  const [row] = await store.query<{ n: string | number }>(
+    'SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = {name:String}',
+    { name },
+  );
+  return Number(row?.n ?? 0) > 0;
 }
 
 /**

@@ -5,10 +5,10 @@ import { untilSignal } from '../cli/signals.ts';
 // the accepted events not yet written). The signals are emitted on `process`
 // (the listeners run as for a real signal) and process.exit is stubbed.
 describe('untilSignal', () => {
-  const before = { SIGINT: process.listeners('SIGINT'), SIGTERM: process.listeners('SIGTERM') };
+  const before = { SIGINT: process.listeners('SIGINT'), SIGTERM: process.listeners('SIGTERM'), SIGHUP: process.listeners('SIGHUP') };
   afterEach(() => {
     vi.restoreAllMocks();
-    for (const s of ['SIGINT', 'SIGTERM'] as const) for (const l of process.listeners(s)) if (!before[s].includes(l)) process.off(s, l);
+    for (const s of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) for (const l of process.listeners(s)) if (!before[s].includes(l)) process.off(s, l);
   });
 
   function stubs() {
@@ -41,5 +41,13 @@ describe('untilSignal', () => {
     process.emit('SIGINT', 'SIGINT');
     expect(exit).toHaveBeenCalledWith(130);
     expect(lines.join('')).toBe('SIGINT again: exiting without finishing the shutdown\n');
+  });
+
+  it('takes SIGHUP (a closed terminal) as a shutdown too, so serve flushes instead of dying', async () => {
+    const { exit } = stubs();
+    const signal = untilSignal();
+    process.emit('SIGHUP', 'SIGHUP');
+    await expect(signal).resolves.toBe('SIGHUP');
+    expect(exit).not.toHaveBeenCalled();
   });
 });

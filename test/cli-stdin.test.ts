@@ -79,6 +79,21 @@ describe('standard input', () => {
   });
 });
 
+describe('signals', () => {
+  it('ends `import caddy -` the way its child ended when a signal stops it (not exit 0)', async () => {
+    // (the launcher forwards the signal to the child that reads stdin on fd 3; its own
+    // forwarding handler swallowed the signal it re-raised, and it exited 0: a break-it pass)
+    const launcher = spawn(process.execPath, [BIN, 'import', 'caddy', '-', '--data-dir', freshDir()], { stdio: ['pipe', 'ignore', 'ignore'] });
+    const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => launcher.on('close', (code, signal) => resolve({ code, signal })));
+    // the handlers are installed in the same tick as the child is spawned
+    const children = `/proc/${launcher.pid}/task/${launcher.pid}/children`;
+    await expect.poll(() => readFileSync(children, 'utf8').trim(), { timeout: 30_000, interval: 50 }).not.toBe('');
+    launcher.kill('SIGTERM');
+    expect(await ended).toEqual({ code: null, signal: 'SIGTERM' });
+    launcher.stdin!.destroy();
+  });
+});
+
 describe('retention', () => {
   it('warns when the input is older than the retention, and keeps it with CONTINUITY_RETENTION_DAYS=0', async () => {
     const old = readFileSync(ACCESS, 'utf8')

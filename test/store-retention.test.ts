@@ -2,9 +2,15 @@
 // events table's own TTL (CONTINUITY_RETENTION_DAYS changes that TTL only when set),
 // read once and kept, re-read at most once per refresh interval, never per batch.
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContinuityServer } from '../api/index.ts';
-import { applyRetention, readRetention, type Store } from '../store/index.ts';
+import { importCaddyLogs } from '../collectors/index.ts';
+import { hasherForConfig } from '../core/index.ts';
+import { applyRetention, readRetention, retentionChangesOf, type Store } from '../store/index.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 let t: TestStore;
@@ -84,6 +90,39 @@ describe('serve with a store that keeps events for ever', () => {
     } finally {
       await server.shutdown();
       await applyRetention(t.store, 90);
+    }
+  });
+});
+
+describe('a Caddy log imported again after a retention change dropped its rows', () => {
+  it('is stored again, once; with no change in between it stores nothing twice', async () => {
+    // (imported under no retention, dropped when one was set, imported again after it
+    // was removed: the batches' tokens matched the dropped rows' and the report said 47
+    // written with none stored; a break-it pass)
+    const s = t; // (one embedded engine per process: the file's store)
+    const changes = await retentionChangesOf(s.store);
+    const dir = mkdtempSync(join(tmpdir(), 'continuity-retention-'));
+    try {
+      const access = readFileSync(fileURLToPath(new URL('./fixtures/captures/caddy-sdk-restart/caddy-access.log', import.meta.url)), 'utf8');
+      const old = join(dir, 'old.log');
+      writeFileSync(old, access.trim().split('\n').map((l) => JSON.stringify({ ...JSON.parse(l), ts: (JSON.parse(l) as { ts: number }).ts - 200 * 86_400 })).join('\n'));
+      const importOld = () => importCaddyLogs(s.store, { access: [old], hasher: hasherForConfig(s.config), service: 'reimport' });
+      const stored = async () => Number((await s.store.query<{ n: string }>("SELECT count() AS n FROM events WHERE service = 'reimport'"))[0]!.n);
+      await applyRetention(s.store, 0);
+      expect((await importOld()).events_written).toBe(47);
+      expect(await stored()).toBe(47);
+      await applyRetention(s.store, 90);
+      await s.store.command('OPTIMIZE TABLE events FINAL'); // the merge that applies the TTL
+      expect(await stored()).toBe(0);
+      await applyRetention(s.store, 0);
+      expect((await importOld()).events_written).toBe(47);
+      expect(await stored()).toBe(47);
+      await importOld();
+      expect(await stored()).toBe(47);
+      expect(await retentionChangesOf(s.store)).toBe(changes + 3);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+      await applyRetention(s.store, 90);
     }
   });
 });

@@ -4,7 +4,7 @@ import { access, stat } from 'node:fs/promises';
 import { ContinuityError } from '../../core/index.ts';
 import type { KeyedHasher } from '../../core/index.ts';
 import { contentToken, createBatchWriter, createStoreSink, type BatchWriter } from '../../ingest/index.ts';
-import { retentionDaysOf, type Store } from '../../store/index.ts';
+import { retentionChangesOf, retentionDaysOf, type Store } from '../../store/index.ts';
 import { CaddyConverter, lineEventId, type FileCounters, type RejectReason } from './convert.ts';
 import { DEFAULT_MAX_LINE_BYTES, readLines, type ReadProgress } from './line-reader.ts';
 import { errnoText } from '../../core/fs.ts';
@@ -329,7 +329,8 @@ export async function convertCaddyLogs(options: CaddyImportOptions, onRow: (row:
  *   request joined to an error-log entry (e.g. a refused dial).
  * - event_id: an RFC 9562 v8 UUID from SHA-256 of the event kind and the line's bytes;
  *   batches are cut by size only and carry a content-hash deduplication token (with the
- *   store's retention in days), so importing the same files again stores nothing twice.
+ *   store's retention in days and how many times it changed), so importing the same
+ *   files again stores nothing twice.
  * - Lines are never fatal: rejects are `not_json`, `line_too_long`, `wrong_type`,
  *   `missing_field`, `lone_surrogate` (a string the converter reads holds an unpaired
  *   UTF-16 surrogate escape such as `"\ud800"`, which the store cannot keep), and
@@ -345,14 +346,17 @@ export async function convertCaddyLogs(options: CaddyImportOptions, onRow: (row:
 export async function importCaddyLogs(store: Store, options: CaddyImportOptions): Promise<ImportReport> {
   /** Rows of `events` the store refused (the sink wrote each to `dead_letters`, source `store`). */
   const refused: string[] = [];
-  // The token names the store's retention too: a batch the engine dropped at once for
-  // its age (a log older than the TTL) left its token behind, and a re-import of the
-  // same lines after CONTINUITY_RETENTION_DAYS was raised, the warning's advice, was
-  // then dropped as its duplicate while the report said it was written (a newcomer
-  // pass). Under the same retention the same lines still store nothing twice.
-  const retentionDays = await retentionDaysOf(store);
+  // The token names the store's retention and how often it changed: a batch the engine
+  // dropped at once for its age (a log older than the TTL) left its token behind, and a
+  // re-import of the same lines after CONTINUITY_RETENTION_DAYS was raised, the
+  // warning's advice, was then dropped as its duplicate while the report said it was
+  // written (a newcomer pass); so were lines imported again after a retention set and
+  // removed had dropped them (a break-it pass; schema/migrations/0018). With no change
+  // in between the same lines still store nothing twice.
+  const [retentionDays, retentionChanges] = [await retentionDaysOf(store), await retentionChangesOf(store)];
+  const scope = `caddy-import:r${retentionDays}${retentionChanges > 0 ? `:c${retentionChanges}` : ''}`;
   const events = createBatchWriter({
-    sink: createStoreSink(store, 'events', { token: contentToken(`caddy-import:r${retentionDays}`), onRefused: (row) => refused.push(row) }),
+    sink: createStoreSink(store, 'events', { token: contentToken(scope), onRefused: (row) => refused.push(row) }),
     maxRows: options.batchRows ?? 10_000,
     maxBytes: 32 << 20,
     flushIntervalMs: 0,
