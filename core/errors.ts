@@ -171,7 +171,7 @@ export const ERROR_CODES = {
     message: 'the result is too large to draw as a table',
     retriable: false,
     httpStatus: 422,
-    fix: 'Ask for format csv, tsv, jsonl, json or arrow (`--format csv` on the command line), which carry any size up to the store\'s result limit, or narrow the statement (fewer rows or columns, a LIMIT): the table format is for reading, and draws at most 4 MiB of result text.',
+    fix: 'Ask for format csv, tsv, jsonl, json or arrow (`--format csv` on the command line), which carry any size up to the store\'s result limit, or narrow the statement (fewer rows or columns, a LIMIT): the table format is for reading, and draws at most 4 MiB of result text and 10,000 cells (rows × columns).',
   },
   CONT_ERR_NOT_FOUND: {
     message: 'no route answers this method and path',

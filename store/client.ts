@@ -719,11 +719,12 @@ function wrap(
     // Arrow output is uncompressed: ClickHouse defaults to LZ4_FRAME, which apache-arrow cannot read.
     // JSON output quotes 64-bit integers (exact in any JSON reader; a server's default, not
     // the embedded engine's) and writes NaN and ±inf as "nan", "inf", "-inf" (by default
-    // both were null, the same as NULL: found by a break-it pass).
+    // both were null, the same as NULL: found by a break-it pass), and quotes decimals,
+    // which can hold more digits than a JSON reader's double keeps (Decimal128, 256).
     const wrappedFor = (seconds: number): string =>
       `SELECT * FROM (\n${statement}\n) LIMIT ${maxRows}\n` +
       `SETTINGS readonly = 1, max_execution_time = ${seconds}, max_result_bytes = ${MAX_RESULT_BYTES}, max_memory_usage = ${MAX_MEMORY_BYTES}, output_format_arrow_compression_method = 'none', ` +
-      `output_format_json_quote_64bit_integers = 1, output_format_json_quote_denormals = 1\n` +
+      `output_format_json_quote_64bit_integers = 1, output_format_json_quote_denormals = 1, output_format_json_quote_decimals = 1\n` +
       `FORMAT ${options.format}`;
     const refuse = (err: unknown): ContinuityError => {
       const e = failUser(err);
