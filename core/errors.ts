@@ -102,10 +102,10 @@ export const ERROR_CODES = {
     fix: 'Retry against another instance or after restart.',
   },
   CONT_ERR_BAD_REQUEST: {
-    message: 'the request body is malformed',
+    message: 'the request is malformed',
     retriable: false,
     httpStatus: 400,
-    fix: 'Send JSON (application/json) or OTLP protobuf (application/x-protobuf) of the documented shape; the issues name what is wrong.',
+    fix: 'The message (and the issues, for a body) names what is wrong: send a well-formed HTTP/1.1 request whose path decodes as UTF-8, with a body of JSON (application/json) or OTLP protobuf (application/x-protobuf) of the documented shape.',
   },
   CONT_ERR_HEADERS_TOO_LARGE: {
     message: 'the request head (request line and headers) is larger than the server reads',
