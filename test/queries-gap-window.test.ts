@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { bindInternalParams, bindParams, querySql, runQuery } from '../queries/index.ts';
-import { resolveEndpointPaths, resolveProxyGapWindow } from '../queries/registry.ts';
+import { resolveEndpointPaths, resolveProxyGapWindow, withFragments } from '../queries/registry.ts';
 import { insertEvents, proxyEvents, type FixtureRequest } from './fixtures/proxy-scenario.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
@@ -25,6 +25,18 @@ beforeAll(async () => {
     open: [{ at: 2000, status: 200, sid: 's' }, ...fiveHundreds([2001, 2002])],
     // nothing served for 10 minutes before a 5xx at 04:50, served again 5 s after it
     quiet: [{ at: 2400, status: 200, sid: 's' }, ...fiveHundreds([3000]), { at: 3005, status: 200, sid: 's' }],
+    // 5xx at the same µs as a served line and as each other, in one minute (05:01),
+    // then a 5xx alone in its minute (05:03) between served lines in others
+    ties: [
+      { at: 3690, status: 200, sid: 's' },
+      { at: 3700, status: 200, sid: 's' },
+      ...fiveHundreds([3700, 3705, 3705]),
+      { at: 3710, status: 200, sid: 's' },
+      ...fiveHundreds([3710]),
+      { at: 3712, status: 200, sid: 's' },
+      ...fiveHundreds([3780]),
+      { at: 3850, status: 200, sid: 's' },
+    ],
   };
   const events = Object.entries(services).flatMap(([service, requests]) => proxyEvents(requests).map((e) => ({ ...e, service })));
   // service A: served at 04:28:20 and 04:29:40, a 5xx at 04:29:50, served at 04:30:10
@@ -122,6 +134,26 @@ describe('the restart gaps read the lines near their 5xx', () => {
     // not read without the lines around it (it would look like a gap still open)
     expect(await t.store.query(sql, bound)).toEqual([]);
     expect(await gaps({ service: 'late' })).toEqual({ late: [10, 1] });
+  });
+
+  it("gives each 5xx the served lines strictly before and after it, at a tie too, from its minute's lines", async () => {
+    // (each 5xx once looked through every served time of its minute: 100K requests and
+    // 1,700 5xx in a minute ran the queries out of memory; a break-it pass)
+    const bound = bindParams('proxy_errors', { service: 'ties' });
+    const sql = withFragments('-- requires: proxy_seq\nSELECT t, last_served, next_served FROM proxy_seq ORDER BY t');
+    await bindInternalParams(t.store, sql, bound);
+    expect(bound.proxy_gap_scan).toBe(0);
+    const base = Date.UTC(2026, 10, 30, 4) / 1000;
+    const rows = (r: Array<{ t: number; last_served: number; next_served: number }>) => r.map((x) => [x.t - base, x.last_served - base, x.next_served - base]);
+    const expected = [
+      [3700, 3690, 3710],
+      [3705, 3700, 3710],
+      [3705, 3700, 3710],
+      [3710, 3700, 3712],
+      [3780, 3712, 3850],
+    ];
+    expect(rows(await t.store.query(sql, bound))).toEqual(expected);
+    expect(rows(await t.store.query(sql, { ...bound, proxy_gap_scan: 1 }))).toEqual(expected);
   });
 
   it('gives restarts the same rows from the near lines as from every line', async () => {
