@@ -68,3 +68,40 @@ describe('two refused misses of one session at the same microsecond', () => {
     expect(await sessionsRefused()).toEqual([2]);
   });
 });
+
+// A proxy miss stands alone, and is counted as the proxy's, only where no server
+// recorded a miss on the same session within 2 s (2,000,000 µs either way). The
+// match is one ASOF join per miss (queries/sql/refused_misses.sql, and the check
+// proxy_misses_alone); each miss once looked through every server miss of its
+// session, quadratic for a client resending a dead session id in a loop.
+describe('a proxy miss and the server misses of its session', () => {
+  it('is the same miss within 2 s either way, to the microsecond, and its own beyond', async () => {
+    for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+    const server = (n: number, dt_s: number) => ({
+      event_id: `00000000-0000-4000-9000-${String(n).padStart(12, '0')}`,
+      event_type: 'session_refused',
+      ts: T + dt_s * 1_000_000,
+      source: 'server',
+      service: 'svc-a',
+      environment: 'prod',
+      boot_id: 'boot-1',
+      arrival_id: `a${n}`,
+      session_key: 'k-stale',
+      reason: 'unknown_after_boot',
+      http_status: 404,
+    });
+    const rows = [
+      line(1, 0, { http_status: 200 }),
+      line(2, 5, { http_status: 404 }),
+      line(3, 10, { http_status: 404 }),
+      line(4, 20, { http_status: 404 }),
+      server(1, 7), // 2 s after the miss at 5 s: the same miss
+      server(2, 12.000001), // 2.000001 s after the miss at 10 s: not
+      server(3, 18), // 2 s before the miss at 20 s: the same
+    ];
+    await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: 'alone' });
+    const got = await runQuery<Record<string, unknown>>(t.store, 'refused_misses', {});
+    const misses = (source: string) => got.filter((r) => r.source === source).reduce((n, r) => n + Number(r.misses), 0);
+    expect({ server: misses('server'), proxy: misses('proxy') }).toEqual({ server: 3, proxy: 1 });
+  });
+});

@@ -20,10 +20,14 @@
 -- server's reason stands.
 -- requires: proxy_lines, proxy_signal_lines, proxy_refused, proxy_restarts, server_misses, refused_server_groups
 WITH
--- the servers' misses by session: a proxy miss is kept only where no server recorded
--- the same one (same session key within 2 s; the check proxy_misses_alone counts
--- the proxy misses this keeps, by the same rule)
-server_by_session AS (SELECT skh, groupArray(t) AS ts FROM server_misses GROUP BY skh),
+-- the servers' misses: a proxy miss is kept only where no server recorded the same
+-- one (same session key within 2 s, 2,000,000 µs either way: the server's latest miss
+-- of the session at most 2 s after the proxy's is at least 2 s before it, one ASOF
+-- join; the check proxy_misses_alone counts the proxy misses this keeps, by the same
+-- rule). (Each proxy miss once looked through all its session's server misses:
+-- quadratic for a client resending a dead session id in a loop. Times as whole µs:
+-- t is µs / 1e6, so round(t * 1e6) gives them back.)
+server_miss_times AS (SELECT skh, toInt64(round(t * 1e6)) AS us, toUInt8(1) AS found FROM server_misses),
 -- the refused sessions with a 2xx before the range (the rollup proxy_sessions: an
 -- hour that starts before t_from and whose first 2xx is before it). A proxy miss is
 -- unknown_after_boot when its session had a 2xx before it, in the range
@@ -68,10 +72,10 @@ proxy AS
                i.hit = 1 AND round((i.t - m.t) * 1e6) <= round({window_s:Float64} * 1e6) AND (m.next_t = 0 OR i.t <= m.next_t), 'initialize',
                m.next_t > 0, 'same_session_again',
                'nothing') AS next
-    FROM proxy_refused AS m
+    FROM (SELECT *, toInt64(round(t * 1e6)) + 2000000 AS us_to FROM proxy_refused) AS m
     ASOF LEFT JOIN inits AS i ON i.clienth = m.clienth AND m.t <= i.t
-    LEFT JOIN server_by_session AS s ON s.skh = m.skh
-    WHERE NOT arrayExists(x -> abs(x - m.t) <= 2, s.ts)
+    ASOF LEFT JOIN server_miss_times AS s ON s.skh = m.skh AND s.us <= m.us_to
+    WHERE NOT (s.found = 1 AND s.us >= m.us_to - 4000000)
 )
 -- the two sources, then one total order over both (an ORDER BY after UNION ALL orders only its last SELECT)
 SELECT *
