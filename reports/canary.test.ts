@@ -505,6 +505,8 @@ describe('gates files', () => {
     // a YAML tag makes a Buffer or a Date: one field named, not every method of a Buffer
     ['a !!binary gate (YAML)', 'proxy_5xx_in_gap: !!binary aGVsbG8=', 'x.yaml', ['proxy_5xx_in_gap']],
     ['a !!timestamp threshold (YAML)', 'proxy_5xx_in_gap:\n  max: !!timestamp 2001-12-14', 'x.yaml', ['proxy_5xx_in_gap.max']],
+    // an unknown tag was a Node warning printed raw, and the value kept as a string
+    ['an unknown tag (YAML)', 'proxy_5xx_in_gap:\n  max: !foo 3', 'x.yaml', []],
   ])('refuses a file with %s: CONT_ERR_CONFIG naming the file and field', (_, text, file, fields) => {
     let err: unknown;
     try {

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { extname } from 'node:path';
-import { parse as parseYaml } from 'yaml';
+import { parseDocument } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
@@ -160,7 +160,12 @@ export function parseGates(text: string, file: string): GatesConfig {
     // read by the YAML 1.2 parser too (JSON is a subset of it), which refuses a
     // repeated key where JSON.parse would keep the last one silently.
     if (isJson) JSON.parse(text);
-    raw = parseYaml(text);
+    // (warnings, such as an unknown tag `!foo`, are errors here: the parser printed them
+    // raw on stderr as a Node warning and kept the value as a string; a break-it pass)
+    const doc = parseDocument(text, { logLevel: 'silent' });
+    const problem = doc.errors[0] ?? doc.warnings[0];
+    if (problem) throw problem;
+    raw = doc.toJS();
   } catch (err) {
     const what = isJson ? 'JSON' : 'YAML';
     throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: not valid ${what}: ${firstLine((err as Error).message)}`, {
