@@ -173,6 +173,12 @@ export const ERROR_CODES = {
     httpStatus: 422,
     fix: 'Ask for format csv, tsv, jsonl, json or arrow (`--format csv` on the command line), which carry any size up to the store\'s result limit, or narrow the statement (fewer rows or columns, a LIMIT): the table format is for reading, and draws at most 4 MiB of result text and 10,000 cells (rows × columns).',
   },
+  CONT_ERR_EXPECTATION_FAILED: {
+    message: "the server cannot meet the request's Expect header",
+    retriable: false,
+    httpStatus: 417,
+    fix: 'Send no Expect header, or `Expect: 100-continue`, the only expectation HTTP defines (RFC 9110 §10.1.1).',
+  },
   CONT_ERR_NOT_FOUND: {
     message: 'no route answers this method and path',
     retriable: false,

@@ -3,7 +3,7 @@
  * (api/routes.ts) share, kept free of fastify so both apply them the same way.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { STATUS_CODES, type IncomingHttpHeaders } from 'node:http';
+import { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import { ContinuityError } from './errors.ts';
 
@@ -118,14 +118,54 @@ export function answerClientError(err: Error & { code?: string }, socket: Socket
       : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
         ? new ContinuityError('CONT_ERR_REQUEST_TIMEOUT', `the request was not whole within ${REQUEST_TIMEOUT_MS / 1000} s`, { details: { timeoutMs: REQUEST_TIMEOUT_MS } })
         : new ContinuityError('CONT_ERR_BAD_REQUEST', `not a well-formed HTTP/1.1 request (${err.code ?? err.message})`, { details: { parserCode: err.code ?? null } });
-  const body = JSON.stringify(coded.toJSON());
+  answerOnSocket(socket, coded);
+}
+
+/** Writes `err` as a whole coded answer on a raw socket and closes it (no response object exists for it). */
+function answerOnSocket(socket: Socket, err: ContinuityError): void {
+  const body = JSON.stringify(err.toJSON());
   if (socket.writable) {
     socket.write(
-      `HTTP/1.1 ${coded.httpStatus} ${STATUS_CODES[coded.httpStatus] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `HTTP/1.1 ${err.httpStatus} ${STATUS_CODES[err.httpStatus] ?? ''}\r\nContent-Type: application/json; charset=utf-8\r\n` +
         `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
     );
   }
   socket.destroy();
+}
+
+/**
+ * Answers, in the coded JSON shape, the requests Node's HTTP server refuses before
+ * the framework sees them (a bare status with no body, or a closed connection; found
+ * by a break-it pass). Call once on the server both apps listen with:
+ * - an `Expect` other than `100-continue` → `CONT_ERR_EXPECTATION_FAILED`, 417
+ *   (RFC 9110 §10.1.1: the server cannot meet it);
+ * - a CONNECT request (RFC 9110 §9.3.6: a tunnel) → `CONT_ERR_NOT_FOUND`, 404, as any
+ *   method no route takes; the connection is closed.
+ * A request without `Host` is refused by {@link missingHostError}, with the server
+ * created with `requireHostHeader: false` (Node's own refusal is a bare 400).
+ */
+export function answerRefusedRequests(server: Server): void {
+  server.on('checkExpectation', (req: IncomingMessage, res: ServerResponse) => {
+    const err = new ContinuityError('CONT_ERR_EXPECTATION_FAILED', `Expect: ${JSON.stringify(req.headers.expect ?? '')}`, {
+      details: { expect: req.headers.expect ?? '' },
+    });
+    const body = JSON.stringify(err.toJSON());
+    res.writeHead(err.httpStatus, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+    res.end(body);
+  });
+  server.on('connect', (req: IncomingMessage, socket: Socket) => {
+    answerOnSocket(socket, new ContinuityError('CONT_ERR_NOT_FOUND', `CONNECT ${req.url ?? ''}`, { details: { method: 'CONNECT', url: req.url ?? '' } }));
+  });
+}
+
+/**
+ * The refusal of an HTTP/1.1 request without a `Host` header (RFC 9112 §3.2: a server
+ * must answer 400): `CONT_ERR_BAD_REQUEST`, coded, for an onRequest hook; undefined
+ * when the request has one or is HTTP/1.0 (which may omit it).
+ */
+export function missingHostError(req: IncomingMessage): ContinuityError | undefined {
+  if (req.headers.host !== undefined || !(req.httpVersionMajor === 1 && req.httpVersionMinor >= 1)) return undefined;
+  return new ContinuityError('CONT_ERR_BAD_REQUEST', 'an HTTP/1.1 request must carry a Host header (RFC 9112 §3.2)', { details: { header: 'host' } });
 }
 
 /**

@@ -9,6 +9,8 @@ export {
   closeWithin,
   trackConnections,
   answerClientError,
+  answerRefusedRequests,
+  missingHostError,
   badUrlError,
   codedRequestError,
   bearerChallenge,

@@ -3,6 +3,8 @@ import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply, ty
 import { ContinuityError, isContinuityError, type ErrorCode } from '../../core/errors.ts';
 import {
   answerClientError,
+  answerRefusedRequests,
+  missingHostError,
   badUrlError,
   assertMediaType,
   codedRequestError,
@@ -159,6 +161,8 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     bodyLimit: maxBodyBytes,
     return503OnClosing: false,
     requestTimeout: REQUEST_TIMEOUT_MS,
+    // (Node's refusal of a request without Host is a bare 400: missingHostError answers it)
+    http: { requireHostHeader: false },
     clientErrorHandler: answerClientError,
     frameworkErrors: (err, _req, reply) => {
       const coded = badUrlError(err);
@@ -166,6 +170,11 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     },
   });
   trackConnections(app.server);
+  answerRefusedRequests(app.server);
+  app.addHook('onRequest', async (req) => {
+    const err = missingHostError(req.raw);
+    if (err) throw err;
+  });
   const now = options.nowMicros ?? (() => Date.now() * 1000);
   const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;
 

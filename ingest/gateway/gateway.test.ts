@@ -573,6 +573,20 @@ describe('access and health', () => {
       expect(res.statusCode, path).toBe(400);
       expect(res.json(), path).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', details: { frameworkCode: 'FST_ERR_BAD_URL' } });
     }
+    // What Node's server refused before the framework saw it, a bare status or a closed
+    // connection before (a break-it pass): no Host (RFC 9112 §3.2), an Expect other than
+    // 100-continue (RFC 9110 §10.1.1), CONNECT.
+    const noHost = await rawExchange(port, 'GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n');
+    expect(noHost.status).toBe(400);
+    expect(JSON.parse(noHost.body)).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', message: expect.stringContaining('Host header'), details: { header: 'host' } });
+    const http10 = await rawExchange(port, 'GET /healthz HTTP/1.0\r\n\r\n');
+    expect(http10.status).toBe(200);
+    const expectation = await rawExchange(port, 'GET /healthz HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n');
+    expect(expectation.status).toBe(417);
+    expect(JSON.parse(expectation.body)).toMatchObject({ code: 'CONT_ERR_EXPECTATION_FAILED', details: { expect: 'foo' } });
+    const tunnel = await rawExchange(port, 'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n');
+    expect(tunnel.status).toBe(404);
+    expect(JSON.parse(tunnel.body)).toMatchObject({ code: 'CONT_ERR_NOT_FOUND', details: { method: 'CONNECT', url: 'example.com:443' } });
     // The gateway still answers on a new connection.
     expect((await app.inject({ url: '/healthz' })).statusCode).toBe(200);
   });
