@@ -101,6 +101,17 @@ describe('a clean deploy: graceful restart, sessions rebuilt under their ids', (
     }
   });
 
+  it('gives no verdict while the deploy window is still open (exit 2), and one once it has ended', async () => {
+    // (a canary run at once after a deploy passed with 14 of its 15 minutes to come: a newcomer pass)
+    const end = Date.parse('2026-11-30T04:15:27Z') * 1000;
+    const open = await buildCanaryReport(t.store, { deploy: 'latest', service: 'pass', nowMicros: () => end - 60e6 });
+    expect(open).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, window: { to: '2026-11-30T04:15:27.000000Z' } });
+    expect(open.reason).toBe(
+      'the deploy window is still open: it ends at 2026-11-30T04:15:27.000000Z (--after 900 s past the boot), 60 s from now, and its events can still arrive; run the canary again after it ends, or with a shorter --after',
+    );
+    expect((await buildCanaryReport(t.store, { deploy: 'latest', service: 'pass', nowMicros: () => end })).verdict).toBe('pass');
+  });
+
   it('honours --after and --baseline', async () => {
     const r = await canary('pass', 'latest', { afterS: 60, baselineS: 1800 });
     expect(r.window).toMatchObject({ to: '2026-11-30T04:01:27.000000Z', after_s: 60 });

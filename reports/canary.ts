@@ -423,6 +423,8 @@ export interface CanaryOptions {
   /** Confidence of the lower bounds (default 0.95) and the proportion to claim (default 0.99). */
   readonly confidence?: number;
   readonly target?: number;
+  /** The clock, µs since the epoch (default `Date.now() * 1000`): a deploy window that ends after it is still open. */
+  readonly nowMicros?: () => number;
 }
 
 /** Default deploy window after the boot: 15 minutes. */
@@ -465,8 +467,9 @@ const EPOCH = 0;
  * of a server restart, else the most recent server restart whose release equals it
  * (a note lists the others; a release deployed to several services, with no
  * `service` given, cannot be evaluated: the reason names each service's latest).
- * A deploy that cannot be resolved, or a deploy window without a single request,
- * gives `cannot_evaluate` (exit code 2) with the reason; nothing is thrown for those.
+ * A deploy that cannot be resolved, a deploy window still open (it ends after
+ * `nowMicros`), or one without a single request, gives `cannot_evaluate` (exit
+ * code 2) with the reason; nothing is thrown for those.
  *
  * Configured MCP endpoint paths (`mcpPaths`, CONTINUITY_MCP_PATHS) are checked
  * against the proxy log ({@link checkMcpPaths}, one query): over the deploy window,
@@ -666,6 +669,18 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   const B = range(downUs - baseUs, downUs);
   const L = range(lifeFromUs, endUs);
   const window = { ...W, after_s: afterS, next_restart_at: cut ? isoMicros(cut.down_from) : null };
+  // A window that has not ended yet: its events can still arrive, so a pass now would
+  // judge a deploy on the minutes before the evidence (a newcomer pass: a canary run at
+  // once after a deploy passed with 14 of its 15 minutes still to come). A pipeline
+  // waits for exit 0 or 1.
+  const nowUs = options.nowMicros?.() ?? Date.now() * 1000;
+  if (endUs > nowUs) {
+    return cannot(
+      `the deploy window is still open: it ends at ${isoMicros(endUs)} (--after ${afterS} s past the boot), ${Math.ceil((endUs - nowUs) / 1e6)} s from now, and its events can still arrive; run the canary again after it ends, or with a shorter --after`,
+      deploy,
+      window,
+    );
+  }
   const p = (r: TimeRange, extra: Record<string, string | number> = {}): Record<string, string | number> => rangeParams(r, common, extra);
   const win = { window_s: windowS };
 
