@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { loadConfig, type Config, type ConfigFlags } from '../core/config.ts';
 import { ContinuityError } from '../core/errors.ts';
 import { openMigratedStore, type Store } from '../store/index.ts';
@@ -29,8 +30,21 @@ export async function openCommandStore(config: Config): Promise<Store> {
   });
 }
 
-/** Opens the configured store ({@link openCommandStore}), runs `fn`, and always closes the store. */
-export async function withStore<T>(config: Config, fn: (store: Store) => Promise<T>): Promise<T> {
+/**
+ * Opens the configured store ({@link openCommandStore}), runs `fn`, and always closes the store.
+ * @param options.read a command that only reads (query, sql, report, canary): an embedded
+ *   store's data directory must exist. A mistyped `--data-dir` made an empty store there
+ *   and answered 0 (a newcomer pass).
+ * @throws ContinuityError CONT_ERR_CONFIG for a read whose data directory does not exist.
+ */
+export async function withStore<T>(config: Config, fn: (store: Store) => Promise<T>, options: { read?: boolean } = {}): Promise<T> {
+  if (options.read && !config.clickhouse && !existsSync(config.dataDir)) {
+    throw new ContinuityError(
+      'CONT_ERR_CONFIG',
+      `no store at ${config.dataDir} (--data-dir, CONTINUITY_DATA_DIR): a read does not create one; import, analyze or serve first, or name the store's directory`,
+      { details: { dataDir: config.dataDir } },
+    );
+  }
   const store = await openCommandStore(config);
   try {
     return await fn(store);

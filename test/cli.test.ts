@@ -107,9 +107,19 @@ describe('labels', () => {
 });
 
 describe('bad input through the CLI', () => {
+  it('a read of a data directory that does not exist is refused, and creates nothing', async () => {
+    // (a mistyped --data-dir made a new, empty store and the reads answered 0: a newcomer pass)
+    const typo = join(freshDir(), 'typo');
+    for (const args of [['report', '--json'], ['sql', 'SELECT 1'], ['query', 'restarts']]) {
+      const r = await continuity(args, typo);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toContain(`error CONT_ERR_CONFIG: invalid configuration: no store at ${typo} (--data-dir, CONTINUITY_DATA_DIR)`);
+    }
+    expect(existsSync(typo)).toBe(false);
+  });
+
   it('a report on an empty store says there is nothing to judge, not that no problem was found', async () => {
-    // a mistyped --data-dir opens a new, empty store
-    const r = await continuity(['report', '--json'], join(freshDir(), 'typo'));
+    const r = await continuity(['report', '--json'], freshDir());
     expect(r.code, r.stderr).toBe(0);
     const findings = (JSON.parse(r.stdout) as { findings: string[] }).findings;
     expect(findings).toEqual([expect.stringMatching(/^Nothing to judge: no proxy log was ever imported into this store, and it holds no server events in this range \(check --data-dir/)]);

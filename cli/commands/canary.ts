@@ -92,6 +92,7 @@ export function registerCanary(program: Command): void {
             remintWindowS: config.remintWindowS,
             gates,
           }),
+          { read: true },
         );
         process.stdout.write(renderCanary(report, opts.format as CanaryFormat));
         process.exitCode = report.exit_code;

@@ -24,7 +24,7 @@ export function registerQuery(program: Command): void {
       const q = getQuery(name);
       const params = parseParams(opts.param);
       const config = configFrom(cmd.optsWithGlobals());
-      const rows = await withStore(config, (store) => runQuery(store, q.name, withQueryDefaults(q.name, params, config)));
+      const rows = await withStore(config, (store) => runQuery(store, q.name, withQueryDefaults(q.name, params, config)), { read: true });
       process.stdout.write(formatRows(rows, opts.format, Object.keys(q.columns)));
     });
 }

@@ -50,7 +50,7 @@ export function registerReport(program: Command): void {
   withReportOptions(program.command('report').description('print the session-continuity report for the stored events')).action(
     async (opts: ReportFlags, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
-      const report = await withStore(config, (store) => buildContinuityReport(store, reportParams(opts, config)));
+      const report = await withStore(config, (store) => buildContinuityReport(store, reportParams(opts, config)), { read: true });
       process.stdout.write(opts.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));
     },
   );

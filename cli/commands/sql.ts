@@ -39,7 +39,7 @@ export function registerSql(program: Command): void {
       if (maxExecutionS > MAX_TIMEOUT_S) throw new ContinuityError('CONT_ERR_CONFIG', `--timeout takes at most ${MAX_TIMEOUT_S} seconds (got ${JSON.stringify(opts.timeout)})`);
       const config = configFrom(cmd.optsWithGlobals());
       let limited = false;
-      const out = await withStore(config, (store) => store.readOnly(statement, { format, maxRows, maxExecutionS, onResult: (r) => (limited = r.limited) }));
+      const out = await withStore(config, (store) => store.readOnly(statement, { format, maxRows, maxExecutionS, onResult: (r) => (limited = r.limited) }), { read: true });
       if (opts.format === 'table') {
         process.stdout.write(tsvTable(out));
       } else {
