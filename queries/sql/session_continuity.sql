@@ -13,7 +13,8 @@
 --   abandoned_after_failure: the session's last request failed and the same client
 --                        sent no initialize within window_s afterwards
 --   survived_1/survived_2: sessions with 2xx both before and after at least one / two restarts
---                        (before the earlier and after the later of the restart's down_from and up_at)
+--                        of their service (before the earlier and after the later of the
+--                        restart's down_from and up_at)
 -- Each session's facts come from the fragment session_facts (how each is read: see
 -- there), the restarts from restart_spans: the restarts the `restarts` query lists.
 -- Where checks/unmatched_transitions.sql counts nothing, runQuery reads this text with
@@ -34,10 +35,16 @@ SELECT
     countIf(crossed >= 2) AS survived_2
 FROM
 (
-    -- the restarts the session straddled: 2xx before the span and after it
-    SELECT s.*, if(s.last_ok_t > 0, arrayCount(span -> span.1 > s.first_ok_t AND span.2 < s.last_ok_t, x.spans), 0) AS crossed
+    -- the restarts of its service the session straddled: 2xx before the span and
+    -- after it. A restart is the session's when they share a service label, or
+    -- either has none (as restart_rows.sql pairs a boot with a proxy gap); another
+    -- service's restart is not (every restart counted for every session before: a
+    -- break-it pass with 5000 services gave survived_2 5001 where 1 session crossed two).
+    SELECT s.*, if(s.last_ok_t > 0,
+                   arrayCount(span -> span.2 > s.first_ok_t AND span.3 < s.last_ok_t AND (span.1 = '' OR empty(s.services) OR has(s.services, span.1)), x.spans),
+                   0) AS crossed
     FROM session_facts AS s
-    CROSS JOIN (SELECT groupArray((lo, hi)) AS spans FROM restart_spans) AS x
+    CROSS JOIN (SELECT groupArray((service, lo, hi)) AS spans FROM restart_spans) AS x
 )
 GROUP BY ua_family, origin
 ORDER BY sessions DESC

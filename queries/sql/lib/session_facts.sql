@@ -16,6 +16,9 @@
 --   is_abandoned         its last request failed and the same client sent no
 --                        initialize within window_s afterwards
 --   first_ok_t, last_ok_t its first and last 2xx (seconds; 0 = none)
+--   services             the service labels its requests carried, either source's
+--                        (none: unlabelled); session_continuity.sql counts a
+--                        restart only for the sessions of its service
 -- Every "within window_s" includes its end and is exact to the microsecond: the
 -- float seconds are compared as whole microseconds (as in refused_misses.sql).
 -- Sessions and clients are joined on their hashed keys (proxy_access and
@@ -57,7 +60,7 @@ whole_hours AND {service:String} = '' AND {environment:String} = '' AS proxy_rol
 -- rollup does not cover: the cut hours, or every hour under a filter
 raw_lines AS
 (
-    SELECT toStartOfHour(ts) AS hour, t, skh, rkh, clienth, ua_family, origin, ok, refused, init, pg
+    SELECT toStartOfHour(ts) AS hour, t, skh, rkh, clienth, ua_family, origin, ok, refused, init, pg, service
     FROM proxy_lines
     WHERE NOT (proxy_rollup AND ts >= whole_from AND ts < whole_to)
       AND (skh != 0 OR init)
@@ -74,7 +77,7 @@ srv AS
 -- the server's requests the rollup does not cover (the cut hours)
 raw_srv AS
 (
-    SELECT toString(boot_id) AS boot_id, t, skh, mkh, clienth, toString(ua_family) AS ua_family, event_type, http_status, ok, refused, init
+    SELECT toString(boot_id) AS boot_id, t, skh, mkh, clienth, toString(ua_family) AS ua_family, event_type, http_status, ok, refused, init, service
     FROM srv
     WHERE NOT (whole_hours AND ts >= whole_from AND ts < whole_to)
 ),
@@ -188,7 +191,8 @@ per_session AS
         -- the latest request of either source; a request one source saw fail
         -- (a 2xx carrying a tool error) failed ((0, 0): the source has none)
         if(s_valid, (s_last_t, if(s_last_key < 2, toUInt8(1), toUInt8(s_last_key % 2))), (0., toUInt8(0))) AS s_latest,
-        if(p_last >= s_latest, p_last, s_latest).2 = 1 AND was_used AS last_failed
+        if(p_last >= s_latest, p_last, s_latest).2 = 1 AND was_used AS last_failed,
+        services
     FROM
     (
         SELECT
@@ -212,15 +216,16 @@ per_session AS
             maxIf(last_ok, src = 1) AS s_last_ok,
             maxIf(last_t, src = 1) AS s_last_t,
             maxIf(last_key, src = 1) AS s_last_key,
-            maxIf(last_refused, src = 1) AS s_last_refused
+            maxIf(last_refused, src = 1) AS s_last_refused,
+            groupUniqArrayIf(service, service != '') AS services
         FROM
         (
-            SELECT toUInt8(0) AS src, h, client, ua_family, origin, used, minted, first_ok, last_ok, 0. AS last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused
+            SELECT toUInt8(0) AS src, h, client, ua_family, origin, used, minted, first_ok, last_ok, 0. AS last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused, service
             FROM proxy_sessions_daily
             WHERE proxy_rollup AND ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC')
               AND url_path IN {endpoint_paths:Array(String)}
             UNION ALL
-            SELECT toUInt8(0) AS src, h, client, ua_family, origin, used, minted, first_ok, last_ok, 0. AS last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused
+            SELECT toUInt8(0) AS src, h, client, ua_family, origin, used, minted, first_ok, last_ok, 0. AS last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused, service
             FROM proxy_sessions
             WHERE proxy_rollup AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
               AND NOT (ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC'))
@@ -228,16 +233,16 @@ per_session AS
             UNION ALL
             SELECT toUInt8(0), if(skh != 0, skh, rkh) AS h, clienth, toString(ua_family), toString(origin), toUInt8(skh != 0), toUInt8(init),
                    if(skh != 0 AND ok, t, inf), if(skh != 0 AND ok, t, 0.), 0., if(skh != 0, toInt64(round(t * 1e6)) * 2 + NOT ok, toInt64(0)),
-                   if(skh != 0 AND refused, t, 0.)
+                   if(skh != 0 AND refused, t, 0.), service
             FROM raw_lines
             UNION ALL
-            SELECT toUInt8(1) AS src, h, client, ua_family, '' AS origin, used, minted, first_ok, last_ok, last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused
+            SELECT toUInt8(1) AS src, h, client, ua_family, '' AS origin, used, minted, first_ok, last_ok, last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused, service
             FROM server_sessions_daily
             WHERE ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC')
               AND ({service:String} = '' OR service = {service:String})
               AND ({environment:String} = '' OR environment = {environment:String})
             UNION ALL
-            SELECT toUInt8(1) AS src, h, client, ua_family, '' AS origin, used, minted, first_ok, last_ok, last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused
+            SELECT toUInt8(1) AS src, h, client, ua_family, '' AS origin, used, minted, first_ok, last_ok, last_t, toInt64(round(last.1 * 1e6)) * 2 + last.2 AS last_key, last_refused, service
             FROM server_sessions
             WHERE whole_hours AND ts >= toDateTime(hour_lo, 'UTC') AND ts < toDateTime(hour_hi, 'UTC')
               AND NOT (ts >= toDateTime(day_lo, 'UTC') AND ts < toDateTime(day_hi, 'UTC'))
@@ -248,7 +253,7 @@ per_session AS
             SELECT toUInt8(1), k.1 AS h, if(k.2 = 1 OR NOT init, clienth, toUInt128(0)), if(k.2 = 1 OR NOT init, ua_family, ''), '',
                    toUInt8(k.2 = 0 AND NOT init), toUInt8(k.2 = 1),
                    if(k.2 = 0 AND ok, t, inf), if(k.2 = 0 AND ok, t, 0.), if(k.2 = 0 AND NOT init, t, 0.),
-                   if(k.2 = 0 AND event_type != 'arrival', toInt64(round(t * 1e6)) * 2 + NOT ok, toInt64(0)), if(k.2 = 0 AND refused, t, 0.)
+                   if(k.2 = 0 AND event_type != 'arrival', toInt64(round(t * 1e6)) * 2 + NOT ok, toInt64(0)), if(k.2 = 0 AND refused, t, 0.), service
             FROM raw_srv
             ARRAY JOIN [(skh, toUInt8(0)), (mkh, toUInt8(1))] AS k
             WHERE k.1 != 0 AND (k.2 = 0 OR event_type = 'settlement')
@@ -308,7 +313,8 @@ SELECT
         AND NOT (pi.hit = 1 AND round((pi.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6))
         AND NOT (si.hit = 1 AND round((si.t - s.session_last_t) * 1e6) <= round({window_s:Float64} * 1e6)) AS is_abandoned,
     s.first_ok_t AS first_ok_t,
-    s.last_ok_t AS last_ok_t
+    s.last_ok_t AS last_ok_t,
+    s.services AS services
 FROM per_session AS s
 LEFT JOIN recovered_keys AS rk ON rk.skh = s.session_key
 LEFT JOIN stale_before AS sb ON sb.h = s.session_key
