@@ -11,8 +11,7 @@
 -- Each input is referenced once (the engine analyzes a referenced fragment's whole
 -- subquery again at each reference): the transitions are grouped in one pass
 -- (matched ones by the gap they are credited to, the others by overlap cluster),
--- the gaps and those groups read into two scalars, and the rows assembled in arrays
--- (a few per restart).
+-- the gaps and those groups read into two scalars, and the rows assembled from them.
 -- requires: proxy_gaps, proxy_transitions
 WITH
 (
@@ -43,35 +42,41 @@ WITH
         GROUP BY service, matched, k
     )
 ) AS trans_rows
+-- each gap, with the sessions whose transitions it is credited to (a join on the
+-- gap's service and run: each gap once looked through every transition group, and a
+-- crash loop of 30,000 proxy-inferred restarts asked 27 GiB; a break-it pass)
 SELECT
-    r.1 AS service,
-    r.2 AS evidence,
-    r.3 AS down_from,
-    r.4 AS up_at,
-    r.5 AS downtime_s,
-    r.6 AS first_5xx,
-    r.7 AS last_5xx,
-    r.8 AS proxy_5xx,
-    r.9 AS proxy_5xx_post,
-    r.10 AS proxy_5xx_get,
-    r.11 AS sessions_refused
-FROM
+    g.1 AS service,
+    if(m.sessions > 0, 'proxy_5xx_gap+session_refusals', 'proxy_5xx_gap') AS evidence,
+    g.8 AS down_from,
+    g.9 AS up_at,
+    -- observed downtime: from the first proxy-generated 5xx to the first served
+    -- response after it (down_from is the earliest the upstream could have gone)
+    CAST(g.9 - g.3, 'Nullable(Float64)') AS downtime_s,
+    CAST(g.3, 'Nullable(Float64)') AS first_5xx,
+    CAST(g.4, 'Nullable(Float64)') AS last_5xx,
+    g.5 AS proxy_5xx,
+    g.6 AS proxy_5xx_post,
+    g.7 AS proxy_5xx_get,
+    m.sessions AS sessions_refused
+FROM (SELECT arrayJoin(gap_rows) AS g) AS gaps
+LEFT JOIN
 (
-    SELECT arrayJoin(arrayConcat(
-        -- each gap, with the sessions whose transitions it is credited to
-        arrayMap(g -> (
-            g.1, if(g.10 > 0, 'proxy_5xx_gap+session_refusals', 'proxy_5xx_gap'), g.8, g.9,
-            -- observed downtime: from the first proxy-generated 5xx to the first served
-            -- response after it (down_from is the earliest the upstream could have gone)
-            CAST(g.9 - g.3, 'Nullable(Float64)'), CAST(g.3, 'Nullable(Float64)'), CAST(g.4, 'Nullable(Float64)'),
-            g.5, g.6, g.7, g.10),
-            arrayMap(g -> tuple(g.1, g.2, g.3, g.4, g.5, g.6, g.7, g.8, g.9,
-                                arraySum(x -> x.4, arrayFilter(x -> x.2 AND x.1 = g.1 AND x.3 = g.2, tr))),
-                     gr)),
-        -- transitions that span no gap, merged by overlap: each cluster is one restart
-        arrayMap(x -> (x.1, 'session_refusals', x.5, CAST(x.6, 'Nullable(Float64)'), CAST(NULL, 'Nullable(Float64)'),
-                       CAST(NULL, 'Nullable(Float64)'), CAST(NULL, 'Nullable(Float64)'), toUInt64(0), toUInt64(0), toUInt64(0), x.4),
-                 arrayFilter(x -> NOT x.2, tr))
-    )) AS r
-    FROM (SELECT gap_rows AS gr, trans_rows AS tr)
-)
+    SELECT x.1 AS service, x.3 AS k, x.4 AS sessions FROM (SELECT arrayJoin(trans_rows) AS x) WHERE x.2
+) AS m ON m.service = gaps.g.1 AND m.k = gaps.g.2
+UNION ALL
+-- transitions that span no gap, merged by overlap: each cluster is one restart
+SELECT
+    x.1 AS service,
+    'session_refusals' AS evidence,
+    x.5 AS down_from,
+    CAST(x.6, 'Nullable(Float64)') AS up_at,
+    CAST(NULL, 'Nullable(Float64)') AS downtime_s,
+    CAST(NULL, 'Nullable(Float64)') AS first_5xx,
+    CAST(NULL, 'Nullable(Float64)') AS last_5xx,
+    toUInt64(0) AS proxy_5xx,
+    toUInt64(0) AS proxy_5xx_post,
+    toUInt64(0) AS proxy_5xx_get,
+    x.4 AS sessions_refused
+FROM (SELECT arrayJoin(trans_rows) AS x)
+WHERE NOT x.2
