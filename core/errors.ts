@@ -171,7 +171,7 @@ export const ERROR_CODES = {
     message: 'the result is too large to draw as a table',
     retriable: false,
     httpStatus: 422,
-    fix: 'Ask for format csv, tsv, jsonl, json or arrow (`--format csv` on the command line), which carry any size up to the store\'s result limit, or narrow the statement (fewer rows or columns, a LIMIT): the table format is for reading, and draws at most 4 MiB of result text and 10,000 cells (rows × columns).',
+    fix: 'Ask for another format, which carries any size up to the store\'s result limit (`--format csv`, `json` or `arrow` on the command line; csv, tsv, jsonl, json or arrow over HTTP), or narrow the statement (fewer rows or columns, a LIMIT, shorter values): the table format is for reading, and draws at most 4 MiB of result text, 10,000 cells (rows × columns) and about 8 million characters drawn.',
   },
   CONT_ERR_EXPECTATION_FAILED: {
     message: "the server cannot meet the request's Expect header",

@@ -31,10 +31,18 @@ export const TABLE_MAX_BYTES = 4 << 20;
 export const TABLE_MAX_CELLS = 10_000;
 
 /**
+ * The most characters {@link tsvTable} draws, borders and padding included (about
+ * (2 × rows + 3) lines, each as wide as the columns' widest cells): 8 Mi, at most
+ * 24 MiB of UTF-8.
+ */
+export const TABLE_MAX_DRAWN_CHARS = 8 << 20;
+
+/**
  * An ad hoc result in `TabSeparatedWithNames` drawn as a table ({@link formatTable}).
  * @throws ContinuityError CONT_ERR_SQL_TABLE_TOO_LARGE over {@link TABLE_MAX_BYTES}
- *   (details `bytes`, `limitBytes`) or {@link TABLE_MAX_CELLS} (details `cells`,
- *   `limitCells`), naming the size, before drawing anything.
+ *   (details `bytes`, `limitBytes`), {@link TABLE_MAX_CELLS} (details `cells`,
+ *   `limitCells`) or {@link TABLE_MAX_DRAWN_CHARS} (details `drawnChars`,
+ *   `limitDrawnChars`), naming the size, before drawing anything.
  */
 export function tsvTable(tsv: Buffer): string {
   if (tsv.length > TABLE_MAX_BYTES) {
@@ -49,6 +57,18 @@ export function tsvTable(tsv: Buffer): string {
       'CONT_ERR_SQL_TABLE_TOO_LARGE',
       `${rows.length} rows of ${head.length} columns, ${cells} cells, over the ${TABLE_MAX_CELLS} a table draws`,
       { details: { cells, limitCells: TABLE_MAX_CELLS } },
+    );
+  }
+  // Every row is drawn as wide as the widest cell of each column, between separator
+  // lines: a 4 MB result of one row of four 1 MB cells drew 44 MB, and a wide cell
+  // over 5,000 short rows would draw gigabytes (a break-it pass).
+  const widths = head.map((h, c) => rows.reduce((w, r) => Math.max(w, visibleText(r[c] ?? '').length), visibleText(h).length));
+  const drawn = (2 * rows.length + 3) * (widths.reduce((a, w) => a + w + 3, 0) + 1);
+  if (drawn > TABLE_MAX_DRAWN_CHARS) {
+    throw new ContinuityError(
+      'CONT_ERR_SQL_TABLE_TOO_LARGE',
+      `the table would be about ${drawn} characters drawn (every row as wide as its column's widest cell), over the ${TABLE_MAX_DRAWN_CHARS} a table draws`,
+      { details: { drawnChars: drawn, limitDrawnChars: TABLE_MAX_DRAWN_CHARS } },
     );
   }
   return formatTable(head, rows);

@@ -382,6 +382,15 @@ describe('POST /api/sql: writes refused', () => {
     expect(edge.statusCode, edge.body).toBe(200);
   });
 
+  it('refuses a table whose drawing would be far larger than its result: every row is as wide as its widest cell', async () => {
+    // (one row of four 1 MB cells, a 4 MB result, drew 44 MB; a wide cell over many short rows would draw gigabytes)
+    const wide = await post({ sql: "SELECT if(number = 0, repeat('x', 100000), 'y') AS s FROM numbers(200)", format: 'table' });
+    expect(wide.statusCode, wide.body.slice(0, 300)).toBe(422);
+    expect(wide.json()).toMatchObject({ code: 'CONT_ERR_SQL_TABLE_TOO_LARGE', details: { limitDrawnChars: 8 << 20 } });
+    const controls = await post({ sql: 'SELECT repeat(char(1), 1000000) AS a, repeat(char(1), 1000000) AS b, repeat(char(1), 1000000) AS c', format: 'table' });
+    expect(controls.json()).toMatchObject({ code: 'CONT_ERR_SQL_TABLE_TOO_LARGE', details: { limitDrawnChars: 8 << 20 } });
+  });
+
   it('still answers a read afterwards', async () => {
     const res = await post({ sql: "SELECT count() AS n FROM events WHERE service = 'inj'", format: 'jsonl' });
     expect(res.statusCode).toBe(200);
