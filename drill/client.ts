@@ -37,8 +37,18 @@ const NULL_BODY_STATUS = new Set([101, 103, 204, 205, 304]);
  * A `fetch` for `StreamableHTTPClientTransport` that records every request and
  * what happened to it (status, body end), and tags it with `x-drill-req: <n>`.
  */
-export function createRecordingFetch(records: RequestRecord[], clientIndex: () => number, isSlow: (body: string) => boolean = () => false): typeof fetch {
+export function createRecordingFetch(
+  records: RequestRecord[],
+  clientIndex: () => number,
+  isSlow: (body: string) => boolean = () => false,
+  holdStreams: () => Promise<void> | undefined = () => undefined,
+): typeof fetch {
   return async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    // The SDK reopens its standalone GET stream on its own (after 1 s, then backing
+    // off) when a kill cuts it; while the drill holds the client, so does the reopen:
+    // on a loaded machine the standby took over 1 s to listen and the reopen got the
+    // proxy's 502 in a restart meant to be invisible to it (a newcomer pass).
+    if ((init?.method ?? 'GET').toUpperCase() === 'GET') await holdStreams();
     const headers = new Headers(init?.headers);
     const body = typeof init?.body === 'string' ? init.body : '';
     let rpcMethod = '';
@@ -155,6 +165,9 @@ export class DrillClient {
   private clients = 0;
   private running = false;
   private paused = false;
+  /** While paused: settles at the next resume (GET stream reopens wait for it). */
+  private resumed: Promise<void> | undefined;
+  private release: (() => void) | undefined;
   private busy = false;
   private wake: (() => void) | undefined;
   private loopDone: Promise<void> | undefined;
@@ -163,7 +176,12 @@ export class DrillClient {
   private readonly fetch: typeof fetch;
 
   constructor(private readonly options: DrillClientOptions) {
-    this.fetch = createRecordingFetch(this.records, () => this.clients, (body) => body.includes('"delay_ms"'));
+    this.fetch = createRecordingFetch(
+      this.records,
+      () => this.clients,
+      (body) => body.includes('"delay_ms"'),
+      () => this.resumed,
+    );
   }
 
   /** Regular calls made so far (any outcome). */
@@ -186,6 +204,7 @@ export class DrillClient {
   /** Stops issuing calls; resolves once the call (or re-initialize) in progress finished. */
   async pause(): Promise<void> {
     this.paused = true;
+    this.resumed ??= new Promise<void>((resolve) => (this.release = resolve));
     this.wake?.();
     while (this.busy) await delay(5);
   }
@@ -193,6 +212,8 @@ export class DrillClient {
   /** Resumes the call loop. */
   resume(): void {
     this.paused = false;
+    this.release?.();
+    this.resumed = this.release = undefined;
     this.wake?.();
   }
 
@@ -217,6 +238,8 @@ export class DrillClient {
   async stop(): Promise<void> {
     this.running = false;
     this.paused = false;
+    this.release?.();
+    this.resumed = this.release = undefined;
     this.wake?.();
     await this.loopDone;
     await this.current?.client.close().catch(() => {});
