@@ -1,7 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
-import { answerClientError, answerRefusedRequests, badUrlError, closeWithin, codedRequestError, ContinuityError, isContinuityError, missingHostError, REQUEST_TIMEOUT_MS, trackConnections } from '../core/index.ts';
-import { createGateway, createInProcessTransport, mapOtlpRecord, registerRequestBodies, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
+import { answerClientError, badUrlError, closeWithin, codedRequestError, ContinuityError, isContinuityError, REQUEST_TIMEOUT_MS } from '../core/index.ts';
+import { createGateway, createInProcessTransport, mapOtlpRecord, registerConnectionRules, registerRequestBodies, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
 import type { Store } from '../store/index.ts';
 import type { QueryDefaults } from '../queries/index.ts';
 import { apiRoutes } from './routes.ts';
@@ -125,7 +125,7 @@ export async function createReadServer(options: ReadServerOptions): Promise<Read
     logger: false,
     bodyLimit: options.maxBodyBytes ?? 1 << 20,
     requestTimeout: REQUEST_TIMEOUT_MS,
-    // (Node's refusal of a request without Host is a bare 400: missingHostError answers it)
+    // (Node's refusal of a request without Host is a bare 400: registerConnectionRules answers it)
     http: { requireHostHeader: false },
     clientErrorHandler: answerClientError,
     frameworkErrors: (err, _req, reply) => {
@@ -133,12 +133,7 @@ export async function createReadServer(options: ReadServerOptions): Promise<Read
       void (reply as unknown as FastifyReply).status(coded.httpStatus).send(coded.toJSON());
     },
   });
-  trackConnections(app.server);
-  answerRefusedRequests(app.server);
-  app.addHook('onRequest', async (req) => {
-    const err = missingHostError(req.raw);
-    if (err) throw err;
-  });
+  registerConnectionRules(app);
   await registerRequestBodies(app);
   const send = (reply: FastifyReply, err: ContinuityError): FastifyReply => reply.status(err.httpStatus).send(err.toJSON());
   app.setNotFoundHandler((req, reply) => send(reply, new ContinuityError('CONT_ERR_NOT_FOUND', `${req.method} ${req.url}`, { details: { method: req.method, url: req.url } })));

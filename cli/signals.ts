@@ -1,9 +1,10 @@
 /**
  * Resolves with the first SIGINT, SIGTERM or SIGHUP (a closed terminal, or a
  * supervisor's reload), for long-running commands' graceful shutdown: each would
- * otherwise end the process without flushing what it accepted; a second signal exits at once with 130, after saying so on stderr
- * with what `abandoned()` (if given) reports the forced exit leaves undone, e.g.
- * accepted events not yet written (an empty string: nothing). While `engineBusy()`
+ * otherwise end the process without flushing what it accepted. A second signal
+ * exits at once with 130, after saying so on stderr with what `abandoned()` (if
+ * given) reports the forced exit leaves undone, e.g. accepted events not yet written
+ * (an empty string: nothing). While `engineBusy()`
  * (if given) says the embedded engine is running a statement, the process ends
  * itself with SIGKILL instead (exit status 137): an exit under a running statement
  * crashes in chDB's teardown (SIGSEGV with chdb 3.4; seen to hang for minutes).

@@ -10,9 +10,14 @@ import { visibleText } from './text.ts';
  * by the terminal (core/text.ts). `(no rows)` for none.
  */
 export function formatTable(head: readonly string[], rows: ReadonlyArray<readonly string[]>): string {
+  return drawVisible(head.map(visibleText), rows.map((r) => r.map(visibleText)));
+}
+
+/** Draws cells already made visible ({@link formatTable}). */
+function drawVisible(head: string[], rows: string[][]): string {
   if (rows.length === 0) return '(no rows)\n';
-  const table = new Table({ head: head.map(visibleText), style: { head: [], border: [] } });
-  for (const r of rows) table.push(r.map(visibleText));
+  const table = new Table({ head, style: { head: [], border: [] } });
+  for (const r of rows) table.push(r);
   return table.toString() + '\n';
 }
 
@@ -62,7 +67,10 @@ export function tsvTable(tsv: Buffer): string {
   // Every row is drawn as wide as the widest cell of each column, between separator
   // lines: a 4 MB result of one row of four 1 MB cells drew 44 MB, and a wide cell
   // over 5,000 short rows would draw gigabytes (a break-it pass).
-  const widths = head.map((h, c) => rows.reduce((w, r) => Math.max(w, visibleText(r[c] ?? '').length), visibleText(h).length));
+  // (each cell made visible once: measured here, then drawn)
+  const shownHead = head.map(visibleText);
+  const shown = rows.map((r) => r.map(visibleText));
+  const widths = shownHead.map((h, c) => shown.reduce((w, r) => Math.max(w, (r[c] ?? '').length), h.length));
   const drawn = (2 * rows.length + 3) * (widths.reduce((a, w) => a + w + 3, 0) + 1);
   if (drawn > TABLE_MAX_DRAWN_CHARS) {
     throw new ContinuityError(
@@ -71,7 +79,7 @@ export function tsvTable(tsv: Buffer): string {
       { details: { drawnChars: drawn, limitDrawnChars: TABLE_MAX_DRAWN_CHARS } },
     );
   }
-  return formatTable(head, rows);
+  return drawVisible(shownHead, shown);
 }
 
 /**

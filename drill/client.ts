@@ -164,10 +164,8 @@ export class DrillClient {
   private current: Current | undefined;
   private clients = 0;
   private running = false;
-  private paused = false;
-  /** While paused: settles at the next resume (GET stream reopens wait for it). */
-  private resumed: Promise<void> | undefined;
-  private release: (() => void) | undefined;
+  /** Set while paused (the call loop waits; so do GET stream reopens): settles at the next resume. */
+  private hold: { resumed: Promise<void>; release: () => void } | undefined;
   private busy = false;
   private wake: (() => void) | undefined;
   private loopDone: Promise<void> | undefined;
@@ -180,7 +178,7 @@ export class DrillClient {
       this.records,
       () => this.clients,
       (body) => body.includes('"delay_ms"'),
-      () => this.resumed,
+      () => this.hold?.resumed,
     );
   }
 
@@ -203,17 +201,23 @@ export class DrillClient {
 
   /** Stops issuing calls; resolves once the call (or re-initialize) in progress finished. */
   async pause(): Promise<void> {
-    this.paused = true;
-    this.resumed ??= new Promise<void>((resolve) => (this.release = resolve));
+    if (!this.hold) {
+      let release!: () => void;
+      const resumed = new Promise<void>((resolve) => (release = resolve));
+      this.hold = { resumed, release };
+    }
     this.wake?.();
     while (this.busy) await delay(5);
   }
 
+  private unhold(): void {
+    this.hold?.release();
+    this.hold = undefined;
+  }
+
   /** Resumes the call loop. */
   resume(): void {
-    this.paused = false;
-    this.release?.();
-    this.resumed = this.release = undefined;
+    this.unhold();
     this.wake?.();
   }
 
@@ -237,9 +241,7 @@ export class DrillClient {
   /** Stops the loop and closes the SDK client (which aborts its GET stream). */
   async stop(): Promise<void> {
     this.running = false;
-    this.paused = false;
-    this.release?.();
-    this.resumed = this.release = undefined;
+    this.unhold();
     this.wake?.();
     await this.loopDone;
     await this.current?.client.close().catch(() => {});
@@ -261,7 +263,7 @@ export class DrillClient {
   private async loop(): Promise<void> {
     const [min, max] = this.options.intervalMs ?? [200, 500];
     while (this.running) {
-      if (this.paused) {
+      if (this.hold) {
         await new Promise<void>((resolve) => (this.wake = resolve));
         continue;
       }

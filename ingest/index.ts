@@ -3,7 +3,7 @@ export { createBatchWriter } from './writer/batch-writer.ts';
 export type { BatchBody, BatchSink, BatchWriter, BatchWriterOptions, BatchWriterStats, SinkResult } from './writer/batch-writer.ts';
 export { contentToken, createStoreSink } from './writer/store-sink.ts';
 export type { StoreSink, StoreSinkOptions, StoreSinkStats } from './writer/store-sink.ts';
-export { createGateway, registerRequestBodies } from './gateway/app.ts';
+export { createGateway, registerConnectionRules, registerRequestBodies } from './gateway/app.ts';
 export type { EventRefusal, EventSink, GatewayOptions, GatewayStats, OtlpRecordMapper, RejectedRecord } from './gateway/app.ts';
 export { mapOtlpRecord } from './gateway/otlp-map.ts';
 export { createInProcessTransport } from './transport/in-process.ts';

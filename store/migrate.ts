@@ -109,10 +109,7 @@ export async function migrate(
     onRetentionChange?: (fromDays: number, toDays: number) => void;
   } & DdlOptions = {},
 ): Promise<number[]> {
-  const [bookkeeping] = await store.query<{ n: number }>(
-    `SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = 'schema_migrations'`,
-  );
-  const existed = Boolean(bookkeeping?.n);
+  const existed = await hasTable(store, 'schema_migrations');
   if (!existed) {
     assertRoomForDdl(store, 'creating the store', options);
     await store.command(
@@ -224,6 +221,7 @@ export async function retentionChangesOf(store: Store): Promise<number> {
   return Number(row?.n ?? 0);
 }
 
+/** Whether the store's database holds a table `name`. */
 async function hasTable(store: Store, name: string): Promise<boolean> {
   const [row] = await store.query<{ n: string | number }>(
     'SELECT count() AS n FROM system.tables WHERE database = currentDatabase() AND name = {name:String}',

@@ -353,7 +353,8 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
   // written (a newcomer pass); so were lines imported again after a retention set and
   // removed had dropped them (a break-it pass; schema/migrations/0018). With no change
   // in between the same lines still store nothing twice.
-  const [retentionDays, retentionChanges] = [await retentionDaysOf(store), await retentionChangesOf(store)];
+  const retentionDays = await retentionDaysOf(store);
+  const retentionChanges = await retentionChangesOf(store);
   const scope = `caddy-import:r${retentionDays}${retentionChanges > 0 ? `:c${retentionChanges}` : ''}`;
   const events = createBatchWriter({
     sink: createStoreSink(store, 'events', { token: contentToken(scope), onRefused: (row) => refused.push(row) }),

@@ -161,7 +161,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     bodyLimit: maxBodyBytes,
     return503OnClosing: false,
     requestTimeout: REQUEST_TIMEOUT_MS,
-    // (Node's refusal of a request without Host is a bare 400: missingHostError answers it)
+    // (Node's refusal of a request without Host is a bare 400: registerConnectionRules answers it)
     http: { requireHostHeader: false },
     clientErrorHandler: answerClientError,
     frameworkErrors: (err, _req, reply) => {
@@ -169,12 +169,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
       void (reply as unknown as FastifyReply).status(coded.httpStatus).send(coded.toJSON());
     },
   });
-  trackConnections(app.server);
-  answerRefusedRequests(app.server);
-  app.addHook('onRequest', async (req) => {
-    const err = missingHostError(req.raw);
-    if (err) throw err;
-  });
+  registerConnectionRules(app);
   const now = options.nowMicros ?? (() => Date.now() * 1000);
   const bearerOk = options.bearerToken ? createBearerCheck(options.bearerToken) : undefined;
 
@@ -372,6 +367,24 @@ function sendError(reply: FastifyReply, err: ContinuityError): FastifyReply {
   if (err.httpStatus === 503) reply.header('retry-after', '5');
   if (err.code === 'CONT_ERR_UNAUTHORIZED') reply.header('www-authenticate', bearerChallenge('continuity-ingest', err));
   return reply.status(err.httpStatus).send(err.toJSON());
+}
+
+/**
+ * What every HTTP app of the project (the gateway's, `serve`'s and the consumer's read
+ * API, api/server.ts) does before a request reaches a route: tracks its connections for
+ * a bounded close (core/http.ts `trackConnections`), answers in the coded shape what
+ * Node's server refuses itself (`answerRefusedRequests`: an unknown Expect, CONNECT),
+ * and refuses an HTTP/1.1 request without Host (`missingHostError`). The app must be
+ * created with `http: { requireHostHeader: false }`, or Node answers that one with a
+ * bare 400 first.
+ */
+export function registerConnectionRules(app: FastifyInstance): void {
+  trackConnections(app.server);
+  answerRefusedRequests(app.server);
+  app.addHook('onRequest', async (req) => {
+    const err = missingHostError(req.raw);
+    if (err) throw err;
+  });
 }
 
 /**
