@@ -24,7 +24,7 @@ export async function openCommandStore(config: Config): Promise<Store> {
     onRetentionChange: (from, to) =>
       process.stderr.write(
         `note: CONTINUITY_RETENTION_DAYS=${to} changed this store's retention from ${from ? `${from} days` : 'none (kept forever)'} to ${to ? `${to} days` : 'none (kept forever)'}` +
-          (to !== 0 && (from === 0 || to < from) ? `: events older than ${to} days are dropped as the store merges its parts` : '') +
+          (to !== 0 && (from === 0 || to < from) ? `: events older than ${to} days were dropped` : '') +
           '; every command that opens the store with it set applies it\n',
       ),
   });

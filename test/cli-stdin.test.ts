@@ -137,7 +137,7 @@ describe('retention', () => {
     const shorter = await continuity(['sql', 'SELECT 1', '--format', 'csv', '--data-dir', keep], '', { CONTINUITY_RETENTION_DAYS: '30' });
     expect(shorter.code, shorter.stderr).toBe(0);
     expect(shorter.stderr).toBe(
-      "note: CONTINUITY_RETENTION_DAYS=30 changed this store's retention from none (kept forever) to 30 days: events older than 30 days are dropped as the store merges its parts; every command that opens the store with it set applies it\n",
+      "note: CONTINUITY_RETENTION_DAYS=30 changed this store's retention from none (kept forever) to 30 days: events older than 30 days were dropped; every command that opens the store with it set applies it\n",
     );
     const same = await continuity(['sql', 'SELECT 1', '--format', 'csv', '--data-dir', keep], '', { CONTINUITY_RETENTION_DAYS: '30' });
     expect(same.stderr).toBe('');

@@ -10,7 +10,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContinuityServer } from '../api/index.ts';
 import { importCaddyLogs } from '../collectors/index.ts';
 import { hasherForConfig } from '../core/index.ts';
-import { applyRetention, readRetention, retentionChangesOf, type Store } from '../store/index.ts';
+import { generateEvents } from '../bench/generate-events.ts';
+import { applyRetention, readRetention, RETAINED_TABLES, retentionChangesOf, type Store } from '../store/index.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 let t: TestStore;
@@ -122,6 +123,43 @@ describe('a Caddy log imported again after a retention change dropped its rows',
       expect(await retentionChangesOf(s.store)).toBe(changes + 3);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+      await applyRetention(s.store, 90);
+    }
+  });
+});
+
+describe('a shorter retention', () => {
+  it('removes what it expires from events and every table derived from it at once, and keeps the rest', async () => {
+    // (the TTL change was a mutation of every day of every table: 119 s for 50 days, and
+    // the rows it expired were still counted until the engine's TTL merges; a break-it pass)
+    const s = t; // (one embedded engine per process: the file's store)
+    const nowMs = Date.now();
+    const scope = "service LIKE 'mcp-svc-%'";
+    const counts = async (days: number) =>
+      Object.fromEntries(await Promise.all(RETAINED_TABLES.map(async (table) => {
+        // expired a minute or more ago (a row at the cutoff may expire while this runs),
+        // and newer than the cutoff by an hour: the events, and the times the rollups
+        // hold (a merge combines a rollup's rows of one key, so their number may fall)
+        const [row] = await s.store.query<{ expired: string; kept: string }>(
+          `SELECT countIf(toDateTime(ts) + toIntervalDay(${days}) < now() - 60) AS expired,
+                  ${table === 'events' ? 'countIf' : 'uniqExactIf'}(${table === 'events' ? '' : 'ts, '}toDateTime(ts) + toIntervalDay(${days}) > now() + 3600) AS kept
+           FROM ${table} WHERE ${scope}`,
+        );
+        return [table, { expired: Number(row!.expired), kept: Number(row!.kept) }] as const;
+      })));
+    try {
+      await applyRetention(s.store, 0);
+      let batch = 0;
+      for (const chunk of generateEvents({ events: 12_000, sessions: 200, principals: 4, services: 2, bootsPerService: 6, spanS: 12 * 86_400, t0Micros: (nowMs - 12 * 86_400_000) * 1000, batchRows: 4_000 })) {
+        await s.store.insertJsonEachRow('events', chunk.body, { dedupToken: `retention-drop:${batch++}` });
+      }
+      const before = await counts(5);
+      for (const table of RETAINED_TABLES) expect(before[table]!.expired, table).toBeGreaterThan(0);
+      expect(before.events!.kept).toBeGreaterThan(0);
+      await applyRetention(s.store, 5);
+      const after = await counts(5);
+      for (const table of RETAINED_TABLES) expect(after[table], table).toEqual({ expired: 0, kept: before[table]!.kept });
+    } finally {
       await applyRetention(s.store, 90);
     }
   });
