@@ -16,9 +16,13 @@ import { fileURLToPath } from 'node:url';
 
 const args = process.argv.slice(2);
 if (args.includes('-') && process.env.CONTINUITY_STDIN_FD === undefined) {
+  // (in a process group of its own: a Ctrl-C at a terminal signals the whole foreground
+  // group, and the child would get it twice, from the terminal and forwarded, and take
+  // the second for "exit now" instead of stopping the import cleanly)
   const child = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), ...args], {
     stdio: ['ignore', 'inherit', 'inherit', 'pipe'],
     env: { ...process.env, CONTINUITY_STDIN_FD: '3' },
+    detached: true,
   });
   process.stdin.pipe(child.stdio[3]);
   // A reader that stops early (an error) closes its end; that is not our error.

@@ -3,7 +3,7 @@
 // waiting on stdin when the command does not read it (left alone: the launcher gives
 // such a command /dev/null); and a log older than the retention TTL (a warning, not a silent nothing).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { gzipSync } from 'node:zlib';
@@ -91,6 +91,38 @@ describe('signals', () => {
     launcher.kill('SIGTERM');
     expect(await ended).toEqual({ code: null, signal: 'SIGTERM' });
     launcher.stdin!.destroy();
+  });
+});
+
+describe('a signal during `import caddy -`', () => {
+  it('stops the import, records what it read, says so, and exits 128 + the signal', async () => {
+    const dataDir = freshDir();
+    const launcher = spawn(process.execPath, [BIN, 'import', 'caddy', '-', '--data-dir', dataDir], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stderr = '';
+    launcher.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    launcher.stdout!.resume();
+    const ended = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => launcher.on('close', (code, signal) => resolve({ code, signal })));
+    // the child (the launcher's, reading stdin on fd 3) stops the import on a signal
+    // from before it opens the store: wait until it holds the engine's status file
+    const children = `/proc/${launcher.pid}/task/${launcher.pid}/children`;
+    await expect.poll(() => readFileSync(children, 'utf8').trim(), { timeout: 30_000, interval: 50 }).not.toBe('');
+    const child = readFileSync(children, 'utf8').trim().split(/\s+/)[0]!;
+    const holdsStore = () =>
+      readdirSync(`/proc/${child}/fd`).some((fd) => {
+        try {
+          const target = readlinkSync(`/proc/${child}/fd/${fd}`);
+          return target.startsWith(realpathSync(dataDir)) && target.endsWith('/status');
+        } catch {
+          return false;
+        }
+      });
+    await expect.poll(holdsStore, { timeout: 60_000, interval: 50 }).toBe(true);
+    launcher.kill('SIGTERM');
+    expect(await ended).toEqual({ code: 143, signal: null });
+    launcher.stdin!.destroy();
+    expect(stderr).toContain('interrupted by SIGTERM: - was read to line 0; the lines read are stored and recorded');
+    const runs = await continuity(['sql', "SELECT origin, lines_read FROM import_runs", '--format', 'csv', '--data-dir', dataDir], '');
+    expect(runs.stdout.trim()).toBe('"origin","lines_read"\n"-",0');
   });
 });
 

@@ -1,3 +1,4 @@
+import { constants as osConstants } from 'node:os';
 import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import type { ImportProgress, ImportReport } from '../../collectors/index.ts';
@@ -7,6 +8,7 @@ import type { Config } from '../../core/config.ts';
 import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
 import { readRetention, type Retention, type Store } from '../../store/index.ts';
 import { configFrom, withStore } from '../context.ts';
+import { untilSignal } from '../signals.ts';
 import { reportParams, withReportOptions, type ReportFlags } from './report.ts';
 
 interface ImportFlags {
@@ -16,6 +18,9 @@ interface ImportFlags {
 }
 
 const collect = (v: string, acc: string[] = []) => [...acc, v];
+
+/** How many inputs an import reads: the error logs, then the access logs. */
+const files = (flags: ImportFlags, access: string[]) => (flags.errors ?? []).length + access.length;
 
 /**
  * A label flag's value ('' when not given): at most 256 characters, as the queries'
@@ -28,12 +33,45 @@ function labelFlag(flag: string, value: string | undefined): string {
   return value ?? '';
 }
 
+/** What stops an import: the first SIGINT, SIGTERM or SIGHUP ({@link stopOnSignal}). */
+interface ImportStop {
+  readonly signal: AbortSignal;
+  /** The signal that stopped it, if one came. */
+  by(): NodeJS.Signals | undefined;
+  /** The store being written, once open (a second signal must not exit under a running statement). */
+  store?: Store;
+}
+
+/**
+ * Makes the first signal stop the import: the reading ends, and what was read is
+ * written and recorded (an import killed by Node's default handler left its events
+ * without their import_runs row and said nothing: a break-it pass). A second signal
+ * exits at once (cli/signals.ts). Installed before the store opens, so a signal at
+ * any point of the command ends it this way.
+ */
+function stopOnSignal(): ImportStop {
+  const abort = new AbortController();
+  let by: NodeJS.Signals | undefined;
+  const stop: ImportStop = { signal: abort.signal, by: () => by };
+  void untilSignal(
+    () => 'the lines being written may be lost, and the input has no import_runs row',
+    () => (stop.store?.statements ?? 0) > 0,
+  ).then((signal) => {
+    by = signal;
+    abort.abort(new Error(signal));
+  });
+  return stop;
+}
+
 /**
  * Imports Caddy logs with a progress bar on a TTY (stderr), and prints rejected
- * lines with their line numbers and reasons to stderr.
- * @throws ContinuityError CONT_ERR_NOTHING_IMPORTED when no access entry was read.
+ * lines with their line numbers and reasons to stderr. Stopped by `stop` before every
+ * input was read, it says so on stderr, sets the exit status to 128 + the signal's
+ * number, and returns the report (`interrupted`).
+ * @throws ContinuityError CONT_ERR_NOTHING_IMPORTED when no access entry was read (and the import was not stopped).
  */
-async function runImport(store: Store, config: Config, access: string[], flags: ImportFlags): Promise<ImportReport> {
+async function runImport(store: Store, config: Config, access: string[], flags: ImportFlags, stop: ImportStop): Promise<ImportReport> {
+  stop.store = store;
   // (loaded here, not at start: the commands that import nothing would pay for the parsers)
   const { assertSomethingImported, importCaddyLogs } = await import('../../collectors/index.ts');
   const bar = process.stderr.isTTY
@@ -62,11 +100,24 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
       service: labelFlag('--service', flags.service),
       environment: labelFlag('--environment', flags.environment),
       onProgress,
+      signal: stop.signal,
     });
   } finally {
     if (started) bar?.stop();
   }
   printRejects(report);
+  const stoppedBy = stop.by();
+  if (stoppedBy !== undefined && report.interrupted) {
+    const at = report.files.at(-1)!;
+    process.stderr.write(
+      `interrupted by ${stoppedBy}: ${at.path} was read to line ${at.lines.read}` +
+        (report.files.length < files(flags, access) ? `, and ${files(flags, access) - report.files.length} input(s) after it not at all` : '') +
+        '; the lines read are stored and recorded. Import the input(s) again to finish: ' +
+        'lines stored now are not counted twice\n',
+    );
+    process.exitCode = 128 + (osConstants.signals[stoppedBy] ?? 2);
+    return report;
+  }
   warnExpired(report, await readRetention(store));
   if ((flags.errors ?? []).length === 0) await warnUpstreamErrorsReplaced(store, report);
   assertSomethingImported(report);
@@ -138,7 +189,8 @@ export function registerImport(program: Command): void {
     .option('--json', 'print the import report as JSON')
     .action(async (files: string[], flags: ImportFlags & { json?: boolean }, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
-      const report = await withStore(config, (store) => runImport(store, config, files, flags));
+      const stop = stopOnSignal();
+      const report = await withStore(config, (store) => runImport(store, config, files, flags, stop));
       if (flags.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
       else {
         const l = report.lines;
@@ -163,11 +215,14 @@ export function registerAnalyze(program: Command): void {
     const config = configFrom(cmd.optsWithGlobals());
     // the report's flags checked before anything is imported
     const params = reportParams(flags, config);
+    const stop = stopOnSignal();
     const report = await withStore(config, async (store) => {
-      const imported = await runImport(store, config, files, flags);
+      const imported = await runImport(store, config, files, flags, stop);
+      if (imported.interrupted) return undefined;
       const l = imported.lines;
       return buildContinuityReport(store, params, { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped, scope: 'import' });
     });
+    if (report === undefined) return; // interrupted: runImport said so and set the exit status
     process.stdout.write(flags.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));
   });
 }

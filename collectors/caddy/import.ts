@@ -41,6 +41,14 @@ export interface CaddyImportOptions {
    * report are the same whatever the value; only the order in which batches land differs.
    */
   insertConcurrency?: number;
+  /**
+   * Stops the import when aborted (a signal): the input being read ends at the chunk
+   * it is in, the inputs after it are not read, and what was read is written and
+   * recorded as usual (its `import_runs` row holds the content read so far, so
+   * importing the whole input later counts its lines once: the earlier run's content
+   * is a prefix of it). The report says `interrupted`.
+   */
+  signal?: AbortSignal;
   /** Stream read for `'-'` (default `process.stdin`). */
   stdin?: NodeJS.ReadableStream;
 }
@@ -97,6 +105,12 @@ export interface ImportFileReport {
    * gzip member were not gzip data (all members before them were imported).
    */
   read_error?: string;
+  /**
+   * The import was stopped ({@link CaddyImportOptions.signal}) while it read this input:
+   * the lines read before the stop were imported (a line the stop cut off was not, and
+   * is not counted); the inputs after it were not read.
+   */
+  interrupted?: true;
   started_at: string;
   finished_at: string;
 }
@@ -136,6 +150,8 @@ export interface ImportReport {
   nothing_read: boolean;
   /** Earliest and latest access entry read (ISO-8601 UTC), null when none. */
   time_range: { first: string; last: string } | null;
+  /** Stopped before every input was read ({@link CaddyImportOptions.signal}); what was read is in the counts. */
+  interrupted: boolean;
 }
 
 /** Output of the conversion core. */
@@ -202,6 +218,7 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput, earlier
     dead_letters_written: 0,
     nothing_read: true,
     time_range: null,
+    interrupted: false,
   };
   let currentPath = '';
   const converter = new CaddyConverter(
@@ -235,6 +252,7 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput, earlier
       {
         maxLineBytes,
         stdin: options.stdin,
+        ...(options.signal ? { signal: options.signal } : {}),
         contentHash: true,
         prefixLengths: [...before.keys()],
         onProgress: options.onProgress
@@ -263,9 +281,14 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput, earlier
       lines: { read: res.lines + (res.readError !== undefined ? 1 : 0), parsed: 0, rejected: 0, skipped: 0, blank: res.blank },
       events_written: 0,
       ...(res.readError !== undefined ? { read_error: res.readError } : {}),
+      ...(res.interrupted ? { interrupted: true as const } : {}),
       started_at: started.toISOString(),
       finished_at: new Date().toISOString(),
     });
+    if (res.interrupted) {
+      report.interrupted = true;
+      break;
+    }
   }
   const done = converter.finish();
   if (done) await done;

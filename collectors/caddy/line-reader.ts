@@ -1,6 +1,8 @@
 import { createHash, type Hash } from 'node:crypto';
-import { createReadStream } from 'node:fs';
+import { createReadStream, fstatSync } from 'node:fs';
+import { Socket } from 'node:net';
 import { open, type FileHandle } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
 import { constants as zlibConstants, createGunzip, type Gunzip } from 'node:zlib';
 import { ContinuityError } from '../../core/index.ts';
 import { errnoText } from '../../core/fs.ts';
@@ -55,6 +57,12 @@ export interface ReadLinesOptions {
    * that grew since. Taken in one pass as the bytes go by; nothing is held.
    */
   prefixLengths?: readonly number[];
+  /**
+   * Stops reading when aborted (e.g. on SIGINT): checked before each chunk, so every
+   * line of the chunks read so far is handled; a line the stop cut off before its
+   * terminator is not (`cutLineBytes`), and `interrupted` is set.
+   */
+  signal?: AbortSignal;
 }
 
 /** What {@link readLines} saw. */
@@ -82,6 +90,8 @@ export interface ReadLinesResult {
    * complete gzip member (trailing garbage: its last line is whole).
    */
   cutLineBytes: number;
+  /** `signal` stopped the reading before the input ended. */
+  interrupted: boolean;
   /** SHA-256 of the bytes read, hex, when `contentHash` was asked for. */
   contentHash?: string;
   /** SHA-256 of the decompressed bytes (all `bytesDecoded` of them), hex, when `contentHash` was asked for; equals `contentHash` for plain input. */
@@ -114,19 +124,32 @@ export interface ReadLinesResult {
 export async function readLines(path: InputPath, handler: LineHandler, options: ReadLinesOptions = {}): Promise<ReadLinesResult> {
   const maxLine = options.maxLineBytes ?? DEFAULT_MAX_LINE_BYTES;
   if (!(maxLine >= 1)) throw new RangeError('maxLineBytes must be >= 1');
-  const { raw, totalBytes, close, reread } = await openRaw(path, options);
+  const { raw, totalBytes, close, abandon, reread } = await openRaw(path, options);
+  // settles when options.signal aborts: a read waiting for bytes (an idle pipe) is not waited for
+  const stop = options.signal
+    ? new Promise<'stop'>((resolve) => {
+        if (options.signal!.aborted) resolve('stop');
+        else options.signal!.addEventListener('abort', () => resolve('stop'), { once: true });
+      })
+    : undefined;
+  let abandoned = false;
   // Plain input: its bytes are the decompressed bytes, hashed once (by `decoded`).
   const decoded = options.contentHash ? new PrefixHasher(options.prefixLengths ?? []) : undefined;
   let compressed: Hash | undefined;
-  const result: ReadLinesResult = { lines: 0, blank: 0, tooLong: 0, bytesRead: 0, bytesDecoded: 0, gzip: false, readError: undefined, cutLineBytes: 0 };
+  const result: ReadLinesResult = { lines: 0, blank: 0, tooLong: 0, bytesRead: 0, bytesDecoded: 0, gzip: false, readError: undefined, cutLineBytes: 0, interrupted: false };
   const splitter = new LineSplitter(maxLine, handler, result);
   try {
     const it = raw[Symbol.asyncIterator]();
     // Peek at the first bytes for the gzip magic.
     let head: Buffer = Buffer.alloc(0);
     let rawDone = false;
+    let stoppedEarly = false;
     while (head.length < 2) {
-      const r = await it.next();
+      const r = await unlessStopped(it.next(), stop);
+      if (r === 'stop') {
+        stoppedEarly = true;
+        break;
+      }
       if (r.done) {
         rawDone = true;
         break;
@@ -173,9 +196,9 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
     const chunks = text[Symbol.asyncIterator]();
     try {
       for (;;) {
-        let next: IteratorResult<Buffer>;
+        let next: IteratorResult<Buffer> | 'stop';
         try {
-          next = await chunks.next();
+          next = stoppedEarly ? 'stop' : await unlessStopped(chunks.next(), stop);
         } catch (err) {
           // Only read and zlib errors land here; the handler's own errors propagate.
           result.readError = (err as Error).message ?? String(err);
@@ -184,6 +207,14 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
           if (result.cutLineBytes > 0) {
             result.readError += `; line ${result.lines + 1} was cut off after ${result.cutLineBytes} bytes and not parsed`;
           }
+          break;
+        }
+        if (next === 'stop') {
+          // every line of the chunks before was handled; the one this cut off was not
+          result.interrupted = true;
+          result.cutLineBytes = splitter.dropPartial();
+          abandoned = true;
+          abandon();
           break;
         }
         if (next.done) break;
@@ -195,7 +226,9 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
         if (done) await done;
       }
     } finally {
-      await chunks.return?.()?.catch(() => {});
+      // (the generator of an abandoned read is still running: return() would wait for it)
+      if (abandoned) void chunks.return?.()?.catch(() => {});
+      else await chunks.return?.()?.catch(() => {});
     }
     await splitter.end();
     if (decoded) {
@@ -207,6 +240,13 @@ export async function readLines(path: InputPath, handler: LineHandler, options: 
   } finally {
     await close();
   }
+}
+
+/** `read`, or `'stop'` when `stop` settles first (the abandoned read's error, if any, is dropped). */
+function unlessStopped<T>(read: Promise<T>, stop: Promise<'stop'> | undefined): Promise<T | 'stop'> {
+  if (!stop) return read;
+  read.catch(() => {});
+  return Promise.race([stop, read]);
 }
 
 /**
@@ -456,6 +496,8 @@ interface RawInput {
   raw: AsyncIterable<Buffer>;
   totalBytes: number | undefined;
   close(): Promise<void>;
+  /** Gives up a read that may be waiting for bytes (a stopped import of an idle pipe). */
+  abandon(): void;
   /** The bytes again from the start (regular files only). */
   reread: (() => AsyncIterable<Buffer>) | undefined;
 }
@@ -463,7 +505,14 @@ interface RawInput {
 async function openRaw(path: string, options: ReadLinesOptions): Promise<RawInput> {
   if (path === '-') {
     const stdin = options.stdin ?? standardInput();
-    return { raw: stdin as AsyncIterable<Buffer>, totalBytes: undefined, close: async () => {}, reread: undefined };
+    return {
+      raw: stdin as AsyncIterable<Buffer>,
+      totalBytes: undefined,
+      close: async () => {},
+      // (a destroyed stream no longer holds the process open waiting for its writer)
+      abandon: () => void (stdin as Partial<Readable>).destroy?.(),
+      reread: undefined,
+    };
   }
   let fh: FileHandle;
   try {
@@ -493,6 +542,7 @@ async function openRaw(path: string, options: ReadLinesOptions): Promise<RawInpu
     })(),
     totalBytes: size,
     close: () => handle.close().catch(() => {}),
+    abandon: () => void handle.close().catch(() => {}),
     reread:
       size === undefined
         ? undefined
@@ -653,5 +703,10 @@ function isBlank(buf: Buffer, s: number, e: number): boolean {
  */
 function standardInput(): NodeJS.ReadableStream {
   const fd = Number(process.env.CONTINUITY_STDIN_FD);
-  return Number.isInteger(fd) && fd > 2 ? createReadStream('', { fd }) : process.stdin;
+  if (!(Number.isInteger(fd) && fd > 2)) return process.stdin;
+  // A pipe (the launcher's) is read through the event loop, as process.stdin reads one: a
+  // file stream reads it with a blocking read on a worker thread, which a stopped import
+  // (a signal) could not give up until the writer sent more or closed.
+  const st = fstatSync(fd);
+  return st.isFIFO() || st.isSocket() ? new Socket({ fd, readable: true, writable: false }) : createReadStream('', { fd });
 }
