@@ -3,6 +3,14 @@ import { z } from 'zod';
 import { ContinuityError } from './errors.ts';
 
 /** A Kafka topic name (the broker's own rule: 1–249 of `[A-Za-z0-9._-]`, not `.` or `..`). */
+/**
+ * The longest retention CONTINUITY_RETENTION_DAYS takes, days (about 54 years). The
+ * tables' TTL, `toDateTime(ts) + days`, is a DateTime, whose range ends on 2106-02-07
+ * (ClickHouse "DateTime"); a sum past it wraps around to the 1970s, which expires the
+ * row. 20,000 days from now stays inside it until the 2050s; 0 keeps events for ever.
+ */
+export const MAX_RETENTION_DAYS = 20_000;
+
 const KafkaTopicName = z
   .string()
   .regex(/^[A-Za-z0-9._-]{1,249}$/, '1–249 characters of A-Z a-z 0-9 . _ -')
@@ -51,10 +59,12 @@ export const ConfigSchema = z.object({
     .regex(/^(?:[0-9a-fA-F]{2}){16,}$/, 'an even number of hex characters, at least 32 (16 bytes: an odd last digit would be dropped silently)')
     .optional(),
   // decimal digits only: z.coerce took 0x10 as 16 and 1e1 as 10 (found by a break-it pass),
-  // and a retention read wrong drops events
+  // and a retention read wrong drops events. At most MAX_RETENTION_DAYS: the TTL is a
+  // DateTime, which ends in 2106, and past that `ts + days` wrapped to the 1970s, so 30000
+  // expired every row at the next merge (a break-it pass).
   retentionDays: z
-    .union([z.number(), z.string().regex(/^\d{1,6}$/).transform(Number)], { error: 'whole days as decimal digits, 0 to 36500 (0 keeps events for ever)' })
-    .pipe(z.number().int().min(0).max(36_500))
+    .union([z.number(), z.string().regex(/^\d{1,6}$/).transform(Number)], { error: `whole days as decimal digits, 0 to ${MAX_RETENTION_DAYS} (0 keeps events for ever)` })
+    .pipe(z.number().int().min(0).max(MAX_RETENTION_DAYS, `at most ${MAX_RETENTION_DAYS} days (the store's times end in 2106); 0 keeps events for ever`))
     .optional(),
   mcpPaths: z.array(z.string().startsWith('/')).default([]),
   remintWindowS: z.coerce.number().positive().max(86_400).default(10),

@@ -1,5 +1,5 @@
 /** Cross-cutting pieces: configuration, coded errors, shared HTTP request rules, keyed hashing. */
-export { loadConfig, ConfigSchema } from './config.ts';
+export { loadConfig, ConfigSchema, MAX_RETENTION_DAYS } from './config.ts';
 export type { Config, ConfigFlags, KafkaConfig } from './config.ts';
 export { ContinuityError, ERROR_CODES, isContinuityError, renderErrorDocs } from './errors.ts';
 export type { ErrorCode, ErrorSpec } from './errors.ts';

@@ -192,8 +192,11 @@ export const RETAINED_TABLES: readonly string[] = [
  * skipped. The change itself is metadata only (`materialize_ttl_after_modify = 0`):
  * recomputing the TTL of every part was a mutation of every day of every table, and
  * took 119 s for 12 tables of 50 days (191 s for 200 days), after which rows the new
- * TTL expired were still counted until the engine's TTL merges ran. A shorter
- * retention then removes what it expired at once ({@link dropExpired}).
+ * TTL expired were still counted until the engine's TTL merges ran. With a retention,
+ * the days it has expired whole are then dropped from every table, changed or not (a
+ * shorter retention stopped halfway, by a signal or a crash, is finished this way the
+ * next time it is applied), and a shorter one also merges the day its cutoff falls in
+ * ({@link dropExpired}).
  * @returns the retention `events` had before, in days (0: none; see {@link retentionDaysOf}).
  * @throws ContinuityError CONT_ERR_STORE_UNAVAILABLE when a TTL differs and the
  *   embedded store's disk is (nearly) full ({@link MIN_FREE_BYTES_FOR_DDL}): nothing is changed.
@@ -206,8 +209,10 @@ export async function applyRetention(store: Store, days: number, options: DdlOpt
     if (days === 0) await store.command(`ALTER TABLE ${name} REMOVE TTL`);
     else await store.command(`ALTER TABLE ${name} MODIFY TTL toDateTime(ts) + toIntervalDay(${Math.floor(days)}) SETTINGS materialize_ttl_after_modify = 0`);
   }
-  const shorter = changes.filter((t) => days !== 0 && (t.days === 0 || days < t.days)).map((t) => t.name);
-  if (shorter.length > 0) await dropExpired(store, shorter, Math.floor(days));
+  if (days !== 0) {
+    const shorter = changes.filter((t) => t.days === 0 || days < t.days).map((t) => t.name);
+    await dropExpired(store, tables.map((t) => t.name), Math.floor(days), shorter);
+  }
   const before = tables.find((t) => t.name === 'events')?.days ?? 0;
   if (changes.some((t) => t.name === 'events') && (await hasTable(store, 'retention_changes'))) {
     await store.insertJsonEachRow('retention_changes', JSON.stringify({ from_days: before, to_days: Math.floor(days) }));
@@ -217,30 +222,34 @@ export async function applyRetention(store: Store, days: number, options: DdlOpt
 
 /**
  * Removes from `tables` (each partitioned by `toDate(ts)`, UTC, as every table of
- * {@link RETAINED_TABLES} is) the rows a retention of `days` has expired, now: every
- * day that ended more than `days` days ago is dropped whole (`DROP PARTITION`, no
- * rewrite), and the day the cutoff falls in is merged (`OPTIMIZE … FINAL`, which
- * applies the TTL to its rows: ClickHouse "TTL for columns and tables", rows are
- * removed when parts merge). A row expires when `toDateTime(ts) + days` is before
- * now, so a day d is expired whole when d + 1 day + `days` is not after now.
- * Tables partitioned otherwise are left to the engine's TTL merges.
+ * {@link RETAINED_TABLES} is) the rows a retention of `days` has expired: every day
+ * that ended more than `days` days ago is dropped whole (`DROP PARTITION`, no rewrite),
+ * and in `merge` (the tables whose retention just became shorter) the day the cutoff
+ * falls in is merged (`OPTIMIZE … FINAL`, which applies the TTL to its rows:
+ * ClickHouse "TTL for columns and tables", rows are removed when parts merge). A row
+ * expires when `toDateTime(ts) + days` is before now, so a day d is expired whole
+ * when d + 1 day + `days` is not after now. The cutoff day is counted here, in whole
+ * days since 1970 (a DateTime `now() - days` wrapped around past 1970 and dropped
+ * every day: a break-it pass). Tables partitioned otherwise are left to the engine's
+ * TTL merges.
  */
-async function dropExpired(store: Store, tables: readonly string[], days: number): Promise<void> {
+async function dropExpired(store: Store, tables: readonly string[], days: number, merge: readonly string[]): Promise<void> {
+  const cutoffDay = Math.floor(Date.now() / 86_400_000) - days;
+  if (cutoffDay <= 0 || tables.length === 0) return;
   const partitions = await store.query<{ table: string; partition_id: string; whole: number }>(
-    `WITH toDate(now('UTC') - toIntervalDay({days:UInt32}), 'UTC') AS cutoff
-     SELECT p.table AS table, p.partition_id AS partition_id, toDate(p.partition) < cutoff AS whole
+    `SELECT p.table AS table, p.partition_id AS partition_id, toInt64(toDate(p.partition)) < {cutoff:Int64} AS whole
      FROM system.parts AS p
      INNER JOIN system.tables AS t ON t.database = p.database AND t.name = p.table
      WHERE p.database = currentDatabase() AND p.active AND p.table IN {tables:Array(String)}
-       AND t.partition_key = 'toDate(ts)' AND toDate(p.partition) <= cutoff
+       AND t.partition_key = 'toDate(ts)' AND toInt64(toDate(p.partition)) <= {cutoff:Int64}
      GROUP BY table, partition_id, whole
      ORDER BY table, partition_id`,
-    { tables, days },
+    { tables, cutoff: cutoffDay },
   );
   for (const { table, partition_id: id, whole } of partitions) {
     if (!/^[a-z_]+$/.test(table) || !/^\d+$/.test(id)) continue;
     if (Number(whole) === 1) await store.maintain(`ALTER TABLE ${table} DROP PARTITION ID '${id}'`);
-    else await store.maintain(`OPTIMIZE TABLE ${table} PARTITION ID '${id}' FINAL`);
+    else if (merge.includes(table)) await store.maintain(`OPTIMIZE TABLE ${table} PARTITION ID '${id}' FINAL`);
   }
 }
 

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createContinuityServer } from '../api/index.ts';
 import { importCaddyLogs } from '../collectors/index.ts';
-import { hasherForConfig } from '../core/index.ts';
+import { hasherForConfig, loadConfig, MAX_RETENTION_DAYS } from '../core/index.ts';
 import { generateEvents } from '../bench/generate-events.ts';
 import { applyRetention, readRetention, RETAINED_TABLES, retentionChangesOf, type Store } from '../store/index.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
@@ -159,6 +159,33 @@ describe('a shorter retention', () => {
       await applyRetention(s.store, 5);
       const after = await counts(5);
       for (const table of RETAINED_TABLES) expect(after[table], table).toEqual({ expired: 0, kept: before[table]!.kept });
+
+      // the longest retention taken drops nothing (a DateTime `now - days` wrapped past
+      // 1970 and dropped every day; a break-it pass)
+      await applyRetention(s.store, 0);
+      await applyRetention(s.store, MAX_RETENTION_DAYS);
+      expect(await counts(5)).toEqual(after);
+      expect(() => loadConfig({ CONTINUITY_RETENTION_DAYS: String(MAX_RETENTION_DAYS + 1) })).toThrow(/at most 20000 days/);
+
+      // a shorter retention stopped after some tables' TTL changed (a signal, a crash) is
+      // finished when it is applied again: the expired days go from every table
+      await applyRetention(s.store, 0);
+      const n = (await s.store.query<{ n: string }>(`SELECT count() AS n FROM events WHERE ${scope}`))[0]!.n;
+      let again = 0;
+      for (const chunk of generateEvents({ events: 12_000, sessions: 200, principals: 4, services: 2, bootsPerService: 6, spanS: 12 * 86_400, t0Micros: (nowMs - 12 * 86_400_000) * 1000, batchRows: 4_000 })) {
+        await s.store.insertJsonEachRow('events', chunk.body, { dedupToken: `retention-drop-again:${again++}` });
+      }
+      expect(Number((await s.store.query<{ n: string }>(`SELECT count() AS n FROM events WHERE ${scope}`))[0]!.n)).toBeGreaterThan(Number(n));
+      for (const table of RETAINED_TABLES.slice(0, 4)) {
+        await s.store.command(`ALTER TABLE ${table} MODIFY TTL toDateTime(ts) + toIntervalDay(3) SETTINGS materialize_ttl_after_modify = 0`);
+      }
+      await applyRetention(s.store, 3);
+      for (const table of RETAINED_TABLES) {
+        const [row] = await s.store.query<{ old: string }>(
+          `SELECT countIf(toDate(ts) < toDate(now('UTC') - toIntervalDay(3), 'UTC')) AS old FROM ${table} WHERE ${scope}`,
+        );
+        expect(Number(row!.old), table).toBe(0);
+      }
     } finally {
       await applyRetention(s.store, 90);
     }
