@@ -6,13 +6,11 @@ import { openTestStore, type TestStore } from './helpers/store.ts';
 // session_continuity's survived_1/2 (queries/sql/session_continuity.sql) count, per
 // session, the restarts of its service it straddled: a restart span (service, lo,
 // hi) with lo > the session's first 2xx and hi < its last, where the span and the
-// session share a service label or either has none. The query finds the two
-// earliest ends among the spans starting after the first 2xx (a join on the
-// start, and running minimums per service group) instead of testing every span
-// against every session (30,000 restarts took 13.9 s). This test runs the query's
-// own text over random sessions and spans, with ties in start and end, overlapping
-// spans and sessions of several services, and compares every session's counts
-// with the definition evaluated directly.
+// session share a service label or either has none. This test runs the query's own
+// text over random sessions and spans, with ties in start and end, overlapping spans
+// and sessions of several labels, and compares every session's counts with the
+// definition evaluated directly: a pin for any rewrite of how the spans are matched
+// (docs/queries.md, "Sessions × restarts", has one that passed it and was not kept).
 
 interface Span { service: string; lo: number; hi: number }
 interface Session { first: number; last: number; services: string[] }
@@ -28,8 +26,8 @@ const lit = (v: string) => `'${v}'`;
 /** session_continuity.sql with session_facts and restart_spans given as literal rows. */
 function continuitySql(sessions: Session[], spans: Span[]): string {
   const text = readFileSync(new URL('../queries/sql/session_continuity.sql', import.meta.url), 'utf8').replace(/^--\s*requires:.*$/m, '');
+  // (the query's own WITH list, if it has one, continues after the two given here)
   const own = /^\s*WITH\b/m.exec(text);
-  if (!own) throw new Error('session_continuity.sql no longer starts its own WITH list');
   const facts = sessions
     .map((s, i) => `(${i + 1}, 's${i}', '', 0, 1, 0, 0, 0, 0, ${s.first}, ${s.last}, [${s.services.map(lit).join(', ')}])`)
     .join(',\n');
@@ -44,8 +42,7 @@ session_facts AS
                           services Array(String)',
     ${facts})
 ),
-restart_spans AS (${spanRows}),
-${text.slice(own.index + own[0].length)}`;
+restart_spans AS (${spanRows})${own ? `,\n${text.slice(own.index + own[0].length)}` : `\n${text}`}`;
 }
 
 function world(seed: number, nSpans: number): { sessions: Session[]; spans: Span[] } {
