@@ -6,6 +6,7 @@ export interface LineCounts {
   read: number;
   parsed: number;
   rejected: number;
+  /** Neither parsed nor rejected: lines of other kinds (Caddy's runtime logs) and blank lines, so parsed + rejected + skipped = read. */
   skipped: number;
   /**
    * What the counts cover: `import`, the import this report follows (`continuity

@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -89,6 +89,21 @@ describe('continuity analyze on the real captures (README command 1)', () => {
 });
 
 describe('labels', () => {
+  it("counts blank lines as skipped in analyze's report, as the store's report does: the four counts add up", async () => {
+    // (analyze's report left them out of skipped while counting them in read; the
+    // store's report, from import_runs, counted them in skipped: a break-it pass)
+    const dir = freshDir();
+    const lines = readFileSync(`${CAPTURES}caddy-sdk-restart/caddy-access.log`, 'utf8').trimEnd().split('\n');
+    const log = join(dir, 'blank-lines.log');
+    writeFileSync(log, [lines.slice(0, 10).join('\n'), '', '   ', lines.slice(10).join('\n'), ''].join('\n'));
+    const analyzed = await continuity(['analyze', log, '--json'], dir);
+    expect(analyzed.code).toBe(0);
+    const want = { read: 49, parsed: 47, rejected: 0, skipped: 2 };
+    expect(JSON.parse(analyzed.stdout).lines).toMatchObject({ ...want, scope: 'import' });
+    const report = await continuity(['report', '--json'], dir);
+    expect(JSON.parse(report.stdout).lines).toMatchObject({ ...want, scope: 'store' });
+  });
+
   it('analyze --environment labels the imported lines as it filters by it: the proxy evidence stays (it was all dropped)', async () => {
     const dir = freshDir();
     const log = [`${CAPTURES}caddy-sdk-restart/caddy-access.log`, '--errors', `${CAPTURES}caddy-sdk-restart/caddy-error.log`];

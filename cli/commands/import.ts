@@ -220,7 +220,8 @@ export function registerAnalyze(program: Command): void {
       const imported = await runImport(store, config, files, flags, stop);
       if (imported.interrupted) return undefined;
       const l = imported.lines;
-      return buildContinuityReport(store, params, { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped, scope: 'import' });
+      // (blank lines are skipped lines in the report, as in the store's counts: the four add up)
+      return buildContinuityReport(store, params, { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped + l.blank, scope: 'import' });
     });
     if (report === undefined) return; // interrupted: runImport said so and set the exit status
     process.stdout.write(flags.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));
