@@ -65,9 +65,9 @@ function stopOnSignal(): ImportStop {
 
 /**
  * Imports Caddy logs with a progress bar on a TTY (stderr), and prints rejected
- * lines with their line numbers and reasons to stderr. Stopped by `stop` before every
- * input was read, it says so on stderr, sets the exit status to 128 + the signal's
- * number, and returns the report (`interrupted`).
+ * lines with their line numbers and reasons to stderr. When a signal came (`stop`),
+ * before every input was read (the report says `interrupted`) or after, it says so
+ * on stderr, sets the exit status to 128 + the signal's number, and returns the report.
  * @throws ContinuityError CONT_ERR_NOTHING_IMPORTED when no access entry was read (and the import was not stopped).
  */
 async function runImport(store: Store, config: Config, access: string[], flags: ImportFlags, stop: ImportStop): Promise<ImportReport> {
@@ -107,14 +107,25 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
   }
   printRejects(report);
   const stoppedBy = stop.by();
-  if (stoppedBy !== undefined && report.interrupted) {
-    const at = report.files.at(-1)!;
-    process.stderr.write(
-      `interrupted by ${stoppedBy}: ${at.path} was read to line ${at.lines.read}` +
-        (report.files.length < files(flags, access) ? `, and ${files(flags, access) - report.files.length} input(s) after it not at all` : '') +
-        '; the lines read are stored and recorded. Import the input(s) again to finish: ' +
-        'lines stored now are not counted twice\n',
-    );
+  if (stoppedBy !== undefined) {
+    const at = report.files.at(-1);
+    if (report.interrupted && at) {
+      process.stderr.write(
+        `interrupted by ${stoppedBy}: ${at.path} was read to line ${at.lines.read}` +
+          (report.files.length < files(flags, access) ? `, and ${files(flags, access) - report.files.length} input(s) after it not at all` : '') +
+          '; the lines read are stored and recorded. Import the input(s) again to finish: ' +
+          'lines stored now are not counted twice\n',
+      );
+    } else {
+      // The input had ended when the signal came: a Ctrl-C at a terminal also stops the
+      // command writing into the pipe, whose end (perhaps mid-line) can come first; the
+      // import is complete and said so (a newcomer pass: exit 0 and no word).
+      process.stderr.write(
+        `interrupted by ${stoppedBy} after the input(s) ended: every line read is stored and recorded` +
+          (report.lines.rejected > 0 ? ' (a last line cut off by a stopped writer is rejected above)' : '') +
+          '; if the input was cut short, import it again: lines stored now are not counted twice\n',
+      );
+    }
     process.exitCode = 128 + (osConstants.signals[stoppedBy] ?? 2);
     return report;
   }
@@ -218,12 +229,19 @@ export function registerAnalyze(program: Command): void {
     const stop = stopOnSignal();
     const report = await withStore(config, async (store) => {
       const imported = await runImport(store, config, files, flags, stop);
-      if (imported.interrupted) return undefined;
+      if (stop.by() !== undefined) return undefined; // (runImport said so and set the exit status)
       const l = imported.lines;
       // (blank lines are skipped lines in the report, as in the store's counts: the four add up)
       return buildContinuityReport(store, params, { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped + l.blank, scope: 'import' });
     });
     if (report === undefined) return; // interrupted: runImport said so and set the exit status
+    const late = stop.by();
+    if (late !== undefined) {
+      // (a signal while the report's queries ran: they cannot be cancelled, so it came now)
+      process.stderr.write(`interrupted by ${late} after the import: the report is not printed; \`continuity report\` prints it from the store\n`);
+      process.exitCode = 128 + (osConstants.signals[late] ?? 2);
+      return;
+    }
     process.stdout.write(flags.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));
   });
 }
