@@ -63,6 +63,11 @@ function stopOnSignal(): ImportStop {
   return stop;
 }
 
+/** The exit status of a process a signal ended: 128 + its number (POSIX shells' `$?`; 130 for SIGINT). */
+function exitStatusOf(signal: NodeJS.Signals): number {
+  return 128 + (osConstants.signals[signal] ?? 2);
+}
+
 /**
  * Imports Caddy logs with a progress bar on a TTY (stderr), and prints rejected
  * lines with their line numbers and reasons to stderr. When a signal came (`stop`),
@@ -126,7 +131,7 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
           '; if the input was cut short, import it again: lines stored now are not counted twice\n',
       );
     }
-    process.exitCode = 128 + (osConstants.signals[stoppedBy] ?? 2);
+    process.exitCode = exitStatusOf(stoppedBy);
     return report;
   }
   warnExpired(report, await readRetention(store));
@@ -239,7 +244,7 @@ export function registerAnalyze(program: Command): void {
     if (late !== undefined) {
       // (a signal while the report's queries ran: they cannot be cancelled, so it came now)
       process.stderr.write(`interrupted by ${late} after the import: the report is not printed; \`continuity report\` prints it from the store\n`);
-      process.exitCode = 128 + (osConstants.signals[late] ?? 2);
+      process.exitCode = exitStatusOf(late);
       return;
     }
     process.stdout.write(flags.json ? JSON.stringify(report, null, 2) + '\n' : renderContinuityText(report));

@@ -1,7 +1,7 @@
 import { createHash, type Hash } from 'node:crypto';
 import { createReadStream, fstatSync } from 'node:fs';
-import { Socket } from 'node:net';
 import { open, type FileHandle } from 'node:fs/promises';
+import { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { constants as zlibConstants, createGunzip, type Gunzip } from 'node:zlib';
 import { ContinuityError } from '../../core/index.ts';
@@ -58,9 +58,10 @@ export interface ReadLinesOptions {
    */
   prefixLengths?: readonly number[];
   /**
-   * Stops reading when aborted (e.g. on SIGINT): checked before each chunk, so every
-   * line of the chunks read so far is handled; a line the stop cut off before its
-   * terminator is not (`cutLineBytes`), and `interrupted` is set.
+   * Stops reading when aborted (e.g. on SIGINT), between chunks: every line of the
+   * chunks read so far is handled; a line the stop cut off before its terminator is
+   * not (`cutLineBytes`), and `interrupted` is set. A read still waiting for bytes (an
+   * idle pipe) is given up, and the input closed.
    */
   signal?: AbortSignal;
 }
