@@ -1,5 +1,5 @@
 import { existsSync } from 'node:fs';
-import { loadConfig, type Config, type ConfigFlags } from '../core/config.ts';
+import { loadConfig, MAX_RETENTION_DAYS, type Config, type ConfigFlags } from '../core/config.ts';
 import { ContinuityError } from '../core/errors.ts';
 import { openMigratedStore, type Store } from '../store/index.ts';
 
@@ -21,11 +21,14 @@ export function configFrom(flags: GlobalFlags & ConfigFlags): Config {
  */
 export async function openCommandStore(config: Config): Promise<Store> {
   return openMigratedStore(config, {
-    onRetentionChange: (from, to) =>
+    onRetentionChange: (from, to, why) =>
       process.stderr.write(
-        `note: CONTINUITY_RETENTION_DAYS=${to} changed this store's retention from ${from ? `${from} days` : 'none (kept forever)'} to ${to ? `${to} days` : 'none (kept forever)'}` +
-          (to !== 0 && (from === 0 || to < from) ? `: events older than ${to} days were dropped` : '') +
-          '; every command that opens the store with it set applies it\n',
+        why !== undefined
+          ? `note: this store's retention changed from ${from} days to none (kept forever): ${why}; ` +
+              `set CONTINUITY_RETENTION_DAYS (at most ${MAX_RETENTION_DAYS}) for a shorter one\n`
+          : `note: CONTINUITY_RETENTION_DAYS=${to} changed this store's retention from ${from ? `${from} days` : 'none (kept forever)'} to ${to ? `${to} days` : 'none (kept forever)'}` +
+              (to !== 0 && (from === 0 || to < from) ? `: events older than ${to} days were dropped` : '') +
+              '; every command that opens the store with it set applies it\n',
       ),
   });
 }

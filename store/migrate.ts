@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { readdirSync, readFileSync, statfsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { MAX_RETENTION_DAYS } from '../core/config.ts';
 import { ContinuityError } from '../core/errors.ts';
 import type { Store } from './client.ts';
 
@@ -105,8 +106,12 @@ export async function migrate(
   options: {
     retentionDays?: number;
     migrations?: Migration[];
-    /** Told when `retentionDays` changed the retention of `events` of a store that existed before this call (days; 0 = none). */
-    onRetentionChange?: (fromDays: number, toDays: number) => void;
+    /**
+     * Told when the retention of `events` of a store that existed before this call
+     * changed (days; 0 = none): by `retentionDays`, or (`why` given) because the store's
+     * own retention was longer than {@link MAX_RETENTION_DAYS}.
+     */
+    onRetentionChange?: (fromDays: number, toDays: number, why?: string) => void;
   } & DdlOptions = {},
 ): Promise<number[]> {
   const existed = await hasTable(store, 'schema_migrations');
@@ -151,6 +156,15 @@ export async function migrate(
     // the store's retention, which events holds (a store kept forever kept a new
     // table's rows 90 days: found by a break-it pass)
     await applyRetention(store, await retentionDaysOf(store), options);
+  }
+  if (options.retentionDays === undefined && existed) {
+    // A TTL past MAX_RETENTION_DAYS (set before that limit) wraps past 2106 to the 1970s,
+    // and the next merge would expire every row: such a store keeps its events for ever.
+    const current = await retentionDaysOf(store);
+    if (current > MAX_RETENTION_DAYS) {
+      await applyRetention(store, 0, options);
+      options.onRetentionChange?.(current, 0, `a retention over ${MAX_RETENTION_DAYS} days passes the store's last date (2106) and would expire every event`);
+    }
   }
   if (options.retentionDays !== undefined) {
     const before = await applyRetention(store, options.retentionDays, options);

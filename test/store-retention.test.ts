@@ -11,7 +11,7 @@ import { createContinuityServer } from '../api/index.ts';
 import { importCaddyLogs } from '../collectors/index.ts';
 import { hasherForConfig, loadConfig, MAX_RETENTION_DAYS } from '../core/index.ts';
 import { generateEvents } from '../bench/generate-events.ts';
-import { applyRetention, readRetention, RETAINED_TABLES, retentionChangesOf, type Store } from '../store/index.ts';
+import { applyRetention, migrate, readRetention, RETAINED_TABLES, retentionChangesOf, retentionDaysOf, type Store } from '../store/index.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 let t: TestStore;
@@ -186,6 +186,29 @@ describe('a shorter retention', () => {
         );
         expect(Number(row!.old), table).toBe(0);
       }
+    } finally {
+      await applyRetention(s.store, 90);
+    }
+  });
+});
+
+describe('a store whose retention passes its last date', () => {
+  it('keeps its events for ever instead, and says why (30000 days wrapped past 2106 and a merge expired every row)', async () => {
+    const s = t; // (one embedded engine per process: the file's store)
+    try {
+      // set before MAX_RETENTION_DAYS existed: the TTL alone, as an ALTER left it
+      for (const table of RETAINED_TABLES) {
+        await s.store.command(`ALTER TABLE ${table} MODIFY TTL toDateTime(ts) + toIntervalDay(30000) SETTINGS materialize_ttl_after_modify = 0`);
+      }
+      expect(await retentionDaysOf(s.store)).toBe(30000);
+      const told: unknown[][] = [];
+      await migrate(s.store, { onRetentionChange: (...args) => told.push(args) });
+      expect(told).toEqual([[30000, 0, expect.stringContaining(`over ${MAX_RETENTION_DAYS} days`)]]);
+      expect(await retentionDaysOf(s.store)).toBe(0);
+      const n = async () => Number((await s.store.query<{ n: string }>('SELECT count() AS n FROM events FINAL'))[0]!.n);
+      const before = await n();
+      await s.store.command('OPTIMIZE TABLE events FINAL'); // the merge that expired every row
+      expect(await n()).toBe(before);
     } finally {
       await applyRetention(s.store, 90);
     }
