@@ -63,6 +63,14 @@ describe('classifySettlement', () => {
     expect(classifySettlement(facts({ finished: false }))).toMatchObject({ outcome: 'disconnected' });
     expect(classifySettlement(facts({ finished: false, cancelled: true }))).toMatchObject({ outcome: 'cancelled' });
   });
+  it('a listening stream (2xx SSE, no request in it) that the client closed is ok; any other unfinished answer is disconnected', () => {
+    const listening = { finished: false, sse: true, expectsResponse: false, findings: { responses: 0 } };
+    expect(classifySettlement(facts(listening))).toMatchObject({ outcome: 'ok', errorType: '' });
+    expect(classifySettlement(facts({ ...listening, expectsResponse: true }))).toMatchObject({ outcome: 'disconnected' });
+    expect(classifySettlement(facts({ ...listening, sse: false }))).toMatchObject({ outcome: 'disconnected' });
+    expect(classifySettlement(facts({ ...listening, status: 0 }))).toMatchObject({ outcome: 'disconnected' });
+    expect(classifySettlement(facts({ ...listening, status: 405 }))).toMatchObject({ outcome: 'disconnected' });
+  });
   it('an SSE answer that ended without a response is unknown; 5xx without a body is unknown with the status', () => {
     expect(classifySettlement(facts({ sse: true, findings: { responses: 0 } }))).toMatchObject({ outcome: 'unknown' });
     expect(classifySettlement(facts({ sse: true, expectsResponse: false, findings: { responses: 0 } }))).toMatchObject({ outcome: 'ok' });

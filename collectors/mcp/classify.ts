@@ -79,11 +79,24 @@ export function isRefusedMiss(status: number, error: ResponseFindings['firstErro
 }
 
 /**
+ * True for a stream the client listens on without having sent a JSON-RPC request
+ * (MCP Streamable HTTP, "Listening for Messages from the Server": the GET stream,
+ * opened by the SDK client for every session): a 2xx SSE answer to an exchange that
+ * expected no response. It has no end of its own, so the client closing it
+ * ('close' without 'finish') is how it normally ends, not a failure.
+ */
+export function isListeningStream(f: ExchangeFacts): boolean {
+  return f.sse && !f.expectsResponse && f.status >= 200 && f.status < 300;
+}
+
+/**
  * Classifies one finished (or abandoned) exchange. Order: cancelled, disconnected
- * ('close' without 'finish'), auth_challenge (401/403), refused miss, JSON-RPC
- * error, tool error (`isError: true`, S12), then by status: 2xx is ok unless an
- * SSE answer to a request ended with no JSON-RPC response (unknown); other
- * statuses are unknown.
+ * ('close' without 'finish', except a listening stream ({@link isListeningStream}),
+ * which the client closing ends as ok: the SDK client does so at every close, and as
+ * `disconnected` it made the session's last request a failure), auth_challenge
+ * (401/403), refused miss, JSON-RPC error, tool error (`isError: true`, S12), then
+ * by status: 2xx is ok unless an SSE answer to a request ended with no JSON-RPC
+ * response (unknown); other statuses are unknown.
  *
  * Session resolution: refused for a refused miss; `new` when the response set a
  * session id and the request had none (initialize); `alias` when it set one
@@ -99,7 +112,7 @@ export function classifySettlement(f: ExchangeFacts): SettlementVerdict {
   let outcome: SettlementOutcome;
   let errorType = '';
   if (f.cancelled) outcome = 'cancelled';
-  else if (!f.finished) outcome = 'disconnected';
+  else if (!f.finished) outcome = isListeningStream(f) ? 'ok' : 'disconnected';
   else if (f.status === 401 || f.status === 403) {
     outcome = 'auth_challenge';
     errorType = String(f.status);

@@ -275,8 +275,13 @@ describe('collectors/mcp against a real SDK server and client', () => {
     // Every settlement has an arrival with the same arrival_id.
     const arrivals = new Set(byType(mapped, 'arrival').map((a) => a.arrival_id));
     for (const s of byType(mapped, 'settlement')) expect(arrivals.has(s.arrival_id)).toBe(true);
-    // GET streams closed by the client are disconnected.
-    expect(byType(mapped, 'settlement').some((s) => s.outcome === 'disconnected')).toBe(true);
+    // The GET streams the SDK client opens and closes with each session end as ok, not
+    // disconnected: a disconnect would make every closed session's last request a
+    // failure (abandoned after failure; a newcomer's pass found 3 of 4 sessions so).
+    const gets = byType(mapped, 'arrival').filter((a) => a.http_method === 'GET');
+    const getOutcomes = gets.map((a) => settlementFor(mapped, a)?.outcome);
+    expect(getOutcomes.length).toBeGreaterThan(0);
+    expect(getOutcomes.filter((o) => o !== 'ok')).toEqual([]);
     expect(fx.collector.counters()).toMatchObject({ internal_errors: 0, dropped: 0, rejected_calls: 0 });
   });
 });
