@@ -102,3 +102,19 @@ export function hasherForConfig(config: { hashKeyHex?: string | undefined; dataD
   const key = config.hashKeyHex ? Buffer.from(config.hashKeyHex, 'hex') : loadOrCreateKeyFile(`${config.dataDir}/hash.key`, options);
   return createKeyedHasher(key);
 }
+
+/**
+ * Makes sure the deployment key exists before anything is hashed with it, and says
+ * where it is: `serve` and `consumer` call it at start, so that a collector can be
+ * given the key of the store its events go to before the first proxy log is
+ * imported (they hash nothing themselves: collectors hash before sending, DESIGN §3).
+ * @returns `'CONTINUITY_HASH_KEY'` when the key is set there, else the path of
+ *   `<data-dir>/hash.key`, created when absent ({@link loadOrCreateKeyFile}).
+ * @throws ContinuityError CONT_ERR_CONFIG as {@link loadOrCreateKeyFile} does.
+ */
+export function ensureDeploymentKey(config: { hashKeyHex?: string | undefined; dataDir: string }): string {
+  if (config.hashKeyHex) return 'CONTINUITY_HASH_KEY';
+  const path = `${config.dataDir}/hash.key`;
+  loadOrCreateKeyFile(path);
+  return path;
+}

@@ -2,7 +2,7 @@ import { Option, type Command } from 'commander';
 import type { ReadServer } from '../../api/index.ts';
 import type { ConsumerEvent, KafkaLogLevel } from '../../ingest/index.ts';
 import { DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES } from '../../ingest/consumer/defaults.ts';
-import { retry } from '../../core/index.ts';
+import { ensureDeploymentKey, retry } from '../../core/index.ts';
 import { startCompaction, type Compaction } from '../../store/index.ts';
 import { configFrom, listenError, openCommandStore, portFlag, positiveFlag } from '../context.ts';
 import { STILL_RUNNING, untilSignal } from '../signals.ts';
@@ -58,6 +58,13 @@ export function registerConsumer(program: Command): void {
       // (loaded here, not at start: every other command would pay for Kafka and HTTP)
       const [{ createKafkaConsumer }, { createReadServer }] = await Promise.all([import('../../ingest/index.ts'), import('../../api/index.ts')]);
       const store = await openCommandStore(config);
+      try {
+        // the key exists before any event arrives, so a collector can be given it (core/hash.ts)
+        ensureDeploymentKey(config);
+      } catch (err) {
+        await store.close();
+        throw err;
+      }
       const line = (o: object): void => {
         process.stdout.write(JSON.stringify(o) + '\n');
       };

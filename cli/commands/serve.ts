@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import type { ServerEndpoints } from '../../api/index.ts';
+import { ensureDeploymentKey } from '../../core/index.ts';
 import { startCompaction } from '../../store/index.ts';
 import { configFrom, listenError, openCommandStore, portFlag } from '../context.ts';
 import { STILL_RUNNING, untilSignal } from '../signals.ts';
@@ -10,7 +11,7 @@ interface ServeFlags {
   token?: string;
 }
 
-function describe(e: ServerEndpoints, location: string, mode: string, token: boolean): string {
+function describe(e: ServerEndpoints, location: string, mode: string, token: boolean, key: string): string {
   const owner = mode === 'embedded' ? ' (this process owns it while it runs: other continuity commands on this directory stop with CONT_ERR_STORE_LOCKED; read it through the HTTP API below)' : '';
   return [
     `continuity serve: store ${mode} ${location}${owner}`,
@@ -22,6 +23,9 @@ function describe(e: ServerEndpoints, location: string, mode: string, token: boo
     `  OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=${e.otlpLogs}`,
     '  OTEL_EXPORTER_OTLP_LOGS_PROTOCOL=http/protobuf   (http/json works too)',
     ...(token ? ['  OTEL_EXPORTER_OTLP_LOGS_HEADERS=Authorization=Bearer%20<token>   (every route but /healthz and /readyz requires it)'] : []),
+    key === 'CONTINUITY_HASH_KEY'
+      ? 'deployment hash key: CONTINUITY_HASH_KEY (give the MCP collector the same hashKey, and import proxy logs with it set)'
+      : `deployment hash key: ${key} (give the MCP collector its contents as hashKey; imports into this directory use it)`,
     'stop with Ctrl-C or SIGTERM (writes what was accepted, then closes the store)',
     '',
   ].join('\n');
@@ -47,6 +51,14 @@ export function registerServe(program: Command): void {
       // (loaded here, not at start: every other command would pay for the HTTP stack)
       const { createContinuityServer } = await import('../../api/index.ts');
       const store = await openCommandStore(config);
+      // the key exists before any event arrives: a collector is given it first (found by a newcomer pass: no file until the first import)
+      let key: string;
+      try {
+        key = ensureDeploymentKey(config);
+      } catch (err) {
+        await store.close();
+        throw err;
+      }
       const server = await createContinuityServer({ store, bearerToken: config.ingestToken, queryDefaults: config });
       // a second signal exits at once: say what of the accepted events it leaves unwritten
       const signal = untilSignal(
@@ -65,7 +77,7 @@ export function registerServe(program: Command): void {
         await store.close();
         throw listenError(err, flags.host, port);
       }
-      process.stdout.write(describe(endpoints, store.location, store.mode, config.ingestToken !== undefined));
+      process.stdout.write(describe(endpoints, store.location, store.mode, config.ingestToken !== undefined, key));
       // serve never goes through Kafka: say so rather than let KAFKA_BROKERS look obeyed (found by a newcomer pass)
       if (config.kafka) {
         process.stderr.write(

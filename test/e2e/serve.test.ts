@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { Socket } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -180,6 +180,35 @@ describe('continuity serve started with data waiting on its stdin', () => {
   }, 120_000);
 });
 
+describe('continuity serve on a new data directory without CONTINUITY_HASH_KEY', () => {
+  it('creates <data-dir>/hash.key at start and says so, so a collector can be given it before any import (newcomer pass: ENOENT)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-key-'));
+    const s = spawnServe(dir, undefined, null);
+    try {
+      await waitFor(() => s.url !== '' || s.proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
+      expect(s.url, s.err).not.toBe('');
+      await waitFor(() => s.out.includes('stop with Ctrl-C'), { timeoutMs: 10_000, what: 'the rest of what serve prints at start' });
+      expect(s.out.split('\n').find((l) => l.startsWith('deployment hash key'))).toBe(`deployment hash key: ${dir}/hash.key (give the MCP collector its contents as hashKey; imports into this directory use it)`);
+      const key = readFileSync(join(dir, 'hash.key'), 'utf8').trim();
+      expect(key).toMatch(/^[0-9a-f]{64}$/);
+      s.proc.kill('SIGTERM');
+      expect(await waitForExit(s.proc, 30_000), s.err).toBe(true);
+      // `continuity hash` (which never makes a key) now hashes with that one
+      const env: NodeJS.ProcessEnv = { ...process.env, CLICKHOUSE_URL: '' };
+      delete env.CONTINUITY_HASH_KEY;
+      const hashed = spawnSync(process.execPath, [BIN, '--data-dir', dir, 'hash', 'raw-session-id'], { encoding: 'utf8', env, timeout: 60_000 });
+      expect(hashed.status, hashed.stderr).toBe(0);
+      expect(hashed.stdout.trim()).toBe(createHmac('sha256', Buffer.from(key, 'hex')).update('raw-session-id').digest('hex').slice(0, 32));
+    } finally {
+      if (s.proc.exitCode === null && s.proc.signalCode === null) {
+        s.proc.kill('SIGKILL');
+        await waitForExit(s.proc, 10_000);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
 describe.runIf(process.platform === 'linux')('continuity serve with an ad hoc statement still running at SIGTERM', () => {
   it('closes the store without waiting for it, says so, and a second signal ends the process (SIGKILL: an exit under it crashes chDB)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-adhoc-'));
@@ -230,15 +259,19 @@ describe.runIf(process.platform === 'linux')('continuity serve with an ad hoc st
  * `continuity serve` on `dir`, any free port: the process, and its URL and stderr so far.
  * @param stdin text written to serve's standard input, which stays open (none: /dev/null).
  */
-function spawnServe(dir: string, stdin?: string): { proc: ChildProcess; readonly url: string; readonly err: string } {
+function spawnServe(dir: string, stdin?: string, hashKey: string | null = KEY): { proc: ChildProcess; readonly url: string; readonly out: string; readonly err: string } {
+  const env: NodeJS.ProcessEnv = { ...process.env, CONTINUITY_HASH_KEY: hashKey ?? undefined, CLICKHOUSE_URL: '' };
+  if (hashKey === null) delete env.CONTINUITY_HASH_KEY;
   const proc = spawn(process.execPath, [BIN, '--data-dir', dir, 'serve', '--port', '0'], {
-    env: { ...process.env, CONTINUITY_HASH_KEY: KEY, CLICKHOUSE_URL: '' },
+    env,
     stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
   if (stdin !== undefined) proc.stdin!.write(stdin);
   let url = '';
+  let out = '';
   let err = '';
   createInterface({ input: proc.stdout! }).on('line', (line) => {
+    out += line + '\n';
     const m = /^listening on (http:\/\/\S+)$/.exec(line);
     if (m) url = m[1]!;
   });
@@ -247,6 +280,9 @@ function spawnServe(dir: string, stdin?: string): { proc: ChildProcess; readonly
     proc,
     get url() {
       return url;
+    },
+    get out() {
+      return out;
     },
     get err() {
       return err;
