@@ -753,15 +753,33 @@ describe('the sessions that kept working across the deploy (the sessions_across 
   it('counts the deploy’s service only, in a report with no --service: another service’s sessions did not survive this restart', async () => {
     const scoped = await canary('pass');
     const unscoped = await buildCanaryReport(t.store, { deploy: 'boot-pass-27' });
+    // several services restart in this store: the report is scoped to the deploy's service, and says so
+    expect(unscoped.scope).toEqual({ service: 'pass', environment: '' });
+    expect(unscoped.notes.filter((n) => n.startsWith('The store holds restarts of several services'))).toEqual([
+      expect.stringContaining('and no --service was given: the gates count the deploy\'s service, "pass" (--service names another scope).'),
+    ]);
     const q = unscoped.bounds[0]!.queries.find((x) => x.name === 'check:sessions_across')!;
-    expect(q.params).toMatchObject({ service: '', span_service: 'pass', span_source: 'server' });
-    expect(await countSessionsAcross(t.store, q.params, spanOf(unscoped))).toBe(2);
+    expect(q.params).toMatchObject({ service: 'pass', span_service: 'pass', span_source: 'server' });
+    // the check itself keeps to the span's service over a range of every service
+    const all = { ...q.params, service: '' };
+    expect(await countSessionsAcross(t.store, all, spanOf(unscoped))).toBe(2);
     expect(scoped.bounds[0]).toMatchObject({ successes: 2, trials: 2 });
     // every service here runs at the same moments: session_continuity over the same
     // range counts the sessions across any restart, of any service (what the bound read before)
-    const { span_from: _from, span_to: _to, span_service: _service, span_source: _source, ...common } = q.params;
+    const { span_from: _from, span_to: _to, span_service: _service, span_source: _source, ...common } = all as typeof q.params;
     const rows = await runQuery<{ survived_1: number }>(t.store, 'session_continuity', common);
     expect(rows.reduce((a, x) => a + Number(x.survived_1), 0)).toBeGreaterThan(2);
+  });
+
+  it('judges a deploy with no --service by its own service’s events: the gates and bounds are the scoped report’s (another service’s 401s and misses in the same minutes once failed it)', async () => {
+    for (const [service, boot] of [['pass', 'boot-pass-27'], ['fail', 'latest']] as const) {
+      const scoped = await canary(service, boot);
+      const unscoped = await buildCanaryReport(t.store, { deploy: boot === 'latest' ? (scoped.deploy!.boot_id || 'latest') : boot });
+      expect({ ...unscoped.deploy, requested: '' }, service).toEqual({ ...scoped.deploy, requested: '' });
+      expect(unscoped.gates.map((g) => [g.id, g.value, g.verdict]), service).toEqual(scoped.gates.map((g) => [g.id, g.value, g.verdict]));
+      expect(unscoped.bounds.map((b) => [b.successes, b.trials]), service).toEqual(scoped.bounds.map((b) => [b.successes, b.trials]));
+      expect(unscoped.verdict, service).toBe(scoped.verdict);
+    }
   });
 
   it('reads the same from the hourly rollups (hours the range covers whole) as from the rows (hours it cuts)', async () => {

@@ -537,10 +537,10 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
   // before the deploy. Anything else (a proxy-inferred deploy, an unknown one, no
   // restart at all) reads `restarts` over the whole store, as before.
   const resolved = await resolveServerDeploy(store, requested, common, afterS);
+  // the services with a restart, when no --service was given (the scope is decided once the deploy is known)
+  let restartServices: string[] = [];
   const noteServices = (services: string[]) => {
-    if (!scope.service && services.length > 1) {
-      notes.push(`The store holds restarts of several services (${services.join(', ')}) and no --service was given: the gates count events of all of them.`);
-    }
+    if (!scope.service) restartServices = services;
   };
   let deployRow: RestartRow;
   let previousAt: number | null;
@@ -638,6 +638,23 @@ export async function buildCanaryReport(store: Store, options: CanaryOptions): P
     up_at: deployRow.up_at === null ? null : isoMicros(storeTimeToMicros(deployRow.up_at)),
     downtime_s: deployRow.downtime_s === null ? null : num(deployRow.downtime_s),
   };
+  // Several services restart in this store and no --service was given: the gates count
+  // the deploy's service (one service's deploy failed on another's 401s: a newcomer
+  // pass). Not where some events carry no service (a proxy log imported without
+  // --service beside labelled server events): a service filter would drop that
+  // evidence, which restart_rows.sql pairs with any service, so all are counted.
+  if (restartServices.length > 1) {
+    const several = `The store holds restarts of several services (${restartServices.join(', ')}) and no --service was given`;
+    const unlabelled = deploy.service !== '' && (await store.query<{ n: number }>("SELECT count() AS n FROM (SELECT 1 FROM events WHERE service = '' LIMIT 1)")).some((r) => Number(r.n) > 0);
+    if (deploy.service && !unlabelled) {
+      scope.service = deploy.service;
+      common.service = deploy.service;
+      notes.push(`${several}: the gates count the deploy's service, ${JSON.stringify(deploy.service)} (--service names another scope).`);
+    } else {
+      const why = deploy.service ? 'some events carry no service (imported without --service), which a service filter would leave out' : 'the deploy has no service';
+      notes.push(`${several}, and ${why}: the gates count events of all of them.`);
+    }
+  }
   if (deployRow.up_at === null) notes.push('The proxy log shows no served response after the gap: the upstream had not come back when the log ends; the window runs from the gap.');
 
   // -- windows ------------------------------------------------------------------

@@ -73,6 +73,11 @@ describe('the sessions that kept working across a deploy, by service', () => {
       expect(r.deploy, service).toMatchObject({ source: 'server', service });
       // A, seen only by the proxy; S and T never crossed
       expect(await survivors(r), service).toBe(1);
+      // several services restart here, but the proxy log is unlabelled: not scoped to the deploy's service
+      expect(r.scope.service, service).toBe('');
+      expect(r.notes.filter((n) => n.startsWith('The store holds restarts of several services')), service).toEqual([
+        expect.stringMatching(/and no --service was given, and some events carry no service \(imported without --service\), which a service filter would leave out: the gates count events of all of them\.$/),
+      ]);
     }
   });
 
