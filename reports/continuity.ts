@@ -284,11 +284,18 @@ function findings(r: ContinuityReport): string[] {
       );
     }
   }
-  if ((r.auth_challenges.by_verdict.loop ?? 0) > 0) {
-    out.push(`${r.auth_challenges.by_verdict.loop} challenge(s) belong to authentication loops: a client challenged again and again with no success in between.`);
-  }
-  if ((r.auth_challenges.by_verdict.lost ?? 0) > 0) {
-    out.push(`${r.auth_challenges.by_verdict.lost} challenge(s) hit established sessions that never succeeded again (tools lost to auth).`);
+  const loops = r.auth_challenges.by_verdict.loop ?? 0;
+  const lost = r.auth_challenges.by_verdict.lost ?? 0;
+  if (paths?.verdict === 'none_match' && loops + lost > 0) {
+    // Challenges count on any path, successes only on the endpoint: with paths that match
+    // no line, no proxy success clears a challenge, and every one looks lost or looped
+    // (a newcomer pass: 3 "authentication loops" from a mistyped path).
+    out.push(
+      `${loops + lost} challenge(s) look like authentication loops or lost sessions, but no success on the proxy was read to clear them: the configured MCP paths match no proxy line (above). Correct them before reading these.`,
+    );
+  } else {
+    if (loops > 0) out.push(`${loops} challenge(s) belong to authentication loops: a client challenged again and again with no success in between.`);
+    if (lost > 0) out.push(`${lost} challenge(s) hit established sessions that never succeeded again (tools lost to auth).`);
   }
   if (r.sessions.abandoned_after_failure > 0) {
     out.push(`${r.sessions.abandoned_after_failure} session(s) ended on a failure with no re-initialize from the same client.`);

@@ -24,6 +24,13 @@ beforeAll(async () => {
     hasher: hasherForConfig(t.config),
     service: 'restart',
   });
+  // the real capture of 401s: a client without a token, one with a bad one, one with a good one
+  await importCaddyLogs(t.store, {
+    access: [`${CAPTURES}caddy-sdk-auth/caddy-access.log`],
+    errors: [`${CAPTURES}caddy-sdk-auth/caddy-error.log`],
+    hasher: hasherForConfig(t.config),
+    service: 'auth',
+  });
   // a log whose lines carry MCP session headers on seven paths, one of them not printable
   const paths = ['/a', '/b', '/c', '/d', '/e', '/f', '/odd path\n'];
   const lines = paths.flatMap((path, i) => repeat(paths.length - i, i * 10, 1, (at) => ({ at, status: 200, sid: `many-${i}`, path })));
@@ -61,6 +68,17 @@ describe('configured MCP endpoint paths that match no proxy line (CONTINUITY_MCP
       warning: r.findings[0],
     });
     expect(renderContinuityText(r)).toContain("Findings\n  - CONTINUITY_MCP_PATHS (/mcp/) matches no proxy line in this range; the proxy log's MCP endpoint looks like /mcp.");
+  });
+
+  it('do not call the 401s loops or lost: with no success read on the proxy, every challenge would look so', async () => {
+    const right = await report(undefined, { service: 'auth' });
+    const wrong = await report('/mcp/', { service: 'auth' });
+    expect(right.auth_challenges.by_verdict.loop ?? 0).toBe(0);
+    expect(wrong.auth_challenges.by_verdict.loop).toBeGreaterThan(0);
+    expect(wrong.findings[0]).toMatch(/^CONTINUITY_MCP_PATHS \(\/mcp\/\) matches no proxy line in this range/);
+    expect(wrong.findings.filter((f) => /challenge/.test(f))).toEqual([
+      `${wrong.auth_challenges.by_verdict.loop} challenge(s) look like authentication loops or lost sessions, but no success on the proxy was read to clear them: the configured MCP paths match no proxy line (above). Correct them before reading these.`,
+    ]);
   });
 
   it('with several configured paths of which some match: a milder warning, the counts unchanged', async () => {
