@@ -425,6 +425,11 @@ export interface CanaryOptions {
   readonly target?: number;
   /** The clock, µs since the epoch (default `Date.now() * 1000`): a deploy window that ends after it is still open. */
   readonly nowMicros?: () => number;
+  /**
+   * How the next steps' commands start (default `continuity`): the CLI adds the
+   * `--data-dir` it read, so a pasted command reads the same store.
+   */
+  readonly command?: string;
 }
 
 /** Default deploy window after the boot: 15 minutes. */
@@ -484,6 +489,14 @@ const EPOCH = 0;
  * @throws ContinuityError from the store (CONT_ERR_STORE_*) or for bad query parameters.
  */
 export async function buildCanaryReport(store: Store, options: CanaryOptions): Promise<CanaryReport> {
+  const report = await judgeDeploy(store, options);
+  const command = options.command;
+  if (command === undefined || command === 'continuity') return report;
+  return { ...report, next: report.next.map((n) => ({ ...n, command: n.command.replace(/^continuity /, `${command} `) })) };
+}
+
+/** {@link buildCanaryReport}, its next steps' commands starting with `continuity`. */
+async function judgeDeploy(store: Store, options: CanaryOptions): Promise<CanaryReport> {
   const gates = options.gates ?? DEFAULT_GATES;
   const afterS = options.afterS ?? DEFAULT_AFTER_S;
   const confidence = options.confidence ?? 0.95;

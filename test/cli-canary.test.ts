@@ -68,6 +68,12 @@ describe('continuity canary', () => {
       ['invalid_token_rate', 0],
     ]);
     expect(report.bounds[0]).toMatchObject({ successes: 2, trials: 3 });
+    // each next step names the store the canary read, so it runs as pasted
+    expect(report.next.length).toBeGreaterThan(0);
+    for (const n of report.next as Array<{ command: string }>) expect(n.command.startsWith(`continuity --data-dir ${store} `), n.command).toBe(true);
+    const query = (report.next as Array<{ command: string }>).find((n) => n.command.includes(' query restarts '))!.command;
+    const pasted = await continuity(query.replace(/^continuity --data-dir \S+ /, '').split(' ').concat('--format', 'json'), store);
+    expect(pasted.code, pasted.stderr).toBe(0);
   });
 
   it('cannot evaluate exits 2: an unknown release, and an empty store', async () => {

@@ -91,6 +91,8 @@ export function registerCanary(program: Command): void {
             mcpPaths: config.mcpPaths,
             remintWindowS: config.remintWindowS,
             gates,
+            // a next step pasted as printed reads the same store (a newcomer pass: it read ./.continuity)
+            command: dataDirGiven(cmd) ? `continuity --data-dir ${shellWord(config.dataDir)}` : 'continuity',
           }),
           { read: true },
         );
@@ -106,4 +108,14 @@ export function registerCanary(program: Command): void {
         process.exitCode = 2;
       }
     });
+}
+
+/** True when the data directory was named (`--data-dir` or CONTINUITY_DATA_DIR), not the default. */
+function dataDirGiven(cmd: Command): boolean {
+  return Boolean((cmd.optsWithGlobals() as { dataDir?: string }).dataDir || process.env.CONTINUITY_DATA_DIR);
+}
+
+/** `s` as one POSIX shell word: as is when plain, else in single quotes. */
+function shellWord(s: string): string {
+  return /^[\w.,:@%+=/-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }
