@@ -50,6 +50,12 @@ describe('GET /api/queries', () => {
     const restarts = queries.find((q) => q.name === 'restarts')!;
     expect(restarts.params).toMatchObject({ t_from: "DateTime64(6, 'UTC')", service: 'String', mcp_paths: 'Array(String)' });
     expect(restarts.columns).toMatchObject({ source: 'String', proxy_5xx: 'UInt64' });
+    // each parameter's default, as bound when the parameter is not given
+    const { queries: withDefaults } = res.json() as { queries: Array<{ name: string; params: Record<string, string>; defaults: Record<string, unknown> }> };
+    for (const q of withDefaults) expect(Object.keys(q.defaults), q.name).toEqual(Object.keys(q.params));
+    expect(withDefaults.find((q) => q.name === 'restarts')!.defaults).toEqual({ t_from: '1970-01-01 00:00:00', t_to: '2200-01-01 00:00:00', service: '', environment: '', mcp_paths: [] });
+    expect(withDefaults.find((q) => q.name === 'auth_challenges')!.defaults).toMatchObject({ auth_window_s: 60, loop_min: 3 });
+    expect(withDefaults.find((q) => q.name === 'session_continuity')!.defaults).toMatchObject({ window_s: 10 });
   });
 });
 

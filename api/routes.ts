@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
 import { z } from 'zod';
 import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
-import { NAMED_QUERIES, bindParams, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
+import { NAMED_QUERIES, bindParams, getQuery, paramDefaults, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { tsvTable } from '../core/table.ts';
 import { buildContinuityReport } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
@@ -102,7 +102,14 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
   }
 
   app.get('/queries', async () => ({
-    queries: Object.values(NAMED_QUERIES).map((q) => ({ name: q.name, description: q.description, params: q.paramTypes, columns: q.columns })),
+    queries: Object.values(NAMED_QUERIES).map((q) => ({
+      name: q.name,
+      description: q.description,
+      params: q.paramTypes,
+      // what each parameter is when not given (the deployment's settings included)
+      defaults: paramDefaults(q.name, options.queryDefaults ?? {}),
+      columns: q.columns,
+    })),
   }));
 
   app.get<{ Params: { name: string }; Querystring: Record<string, string | string[]> }>('/queries/:name', async (req) => {

@@ -78,7 +78,9 @@ function define(name: string, description: string, extra: z.ZodRawShape, extraTy
 
 /** The named queries, by name. */
 export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze({
-  restarts: define('restarts', 'Each restart (server boots first, then proxy-inferred ones) with its evidence, downtime and the proxy 5xx in its gap.', {}, {}, {
+  restarts: define('restarts', 'Each restart (server boots first, then proxy-inferred ones) with its evidence, downtime and the proxy 5xx in its gap. ' +
+    'down_from: the previous boot\'s shutdown, else its last 2xx, else its last event (server); the last response the upstream served before the gap, of any status (proxy). ' +
+    'downtime_s: down_from to the boot (server); the first proxy-generated 5xx to up_at, the outage the proxy saw (proxy).', {}, {}, {
     service: 'String',
     source: 'String',
     evidence: 'String',
@@ -356,6 +358,19 @@ export function withQueryDefaults(name: string | undefined, params: Record<strin
   if (defaults.mcpPaths?.length && takes('mcp_paths')) out.mcp_paths = [...defaults.mcpPaths];
   if (defaults.remintWindowS !== undefined && takes('window_s')) out.window_s = defaults.remintWindowS;
   return { ...out, ...params };
+}
+
+/**
+ * What each parameter of query `name` is when not given: its schema's default with the
+ * deployment's (`defaults`, {@link withQueryDefaults}) over it, as bound (times as
+ * 'YYYY-MM-DD hh:mm:ss[.ffffff]' UTC, numbers as numbers, lists as arrays). For
+ * `continuity query --list` and `GET /api/queries`.
+ * @throws ContinuityError CONT_ERR_QUERY_UNKNOWN for an unknown name.
+ */
+export function paramDefaults(name: string, defaults: QueryDefaults = {}): Record<string, unknown> {
+  const q = getQuery(name);
+  const bound = bindParams(name, withQueryDefaults(name, {}, defaults));
+  return Object.fromEntries(Object.keys(q.paramTypes).map((k) => [k, bound[k]]));
 }
 
 /** Looks up a named query. @throws ContinuityError CONT_ERR_QUERY_UNKNOWN */

@@ -377,6 +377,14 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
     const verdict = JSON.parse(canary.stdout) as { reason: string; notes: string[] };
     expect(verdict.reason).toMatch(/CONTINUITY_MCP_PATHS matches none of its lines \(see the notes\)$/);
     expect(verdict.notes[0]).toMatch(/^CONTINUITY_MCP_PATHS \(\/elsewhere\) matches no proxy line in the store; the proxy log's MCP endpoint looks like \/mcp\. /);
+    // query --list gives each parameter's default, these settings included
+    const listed = await withEnv({ CONTINUITY_REMINT_WINDOW_S: '4.5', CONTINUITY_MCP_PATHS: '/mcp' }, ['query', '--list']);
+    expect(listed.code, listed.stderr).toBe(0);
+    const params = (name: string) => listed.stdout.split('\n')[listed.stdout.split('\n').findIndex((l) => l.startsWith(`${name}: `)) + 1];
+    expect(params('session_continuity')).toContain('window_s Float64 = 4.5');
+    expect(params('session_continuity')).toContain('mcp_paths Array(String) = ["/mcp"]');
+    expect(params('auth_challenges')).toContain('auth_window_s Float64 = 60');
+    expect(params('restarts')).toBe(`  params: t_from DateTime64(6, 'UTC') = "1970-01-01 00:00:00", t_to DateTime64(6, 'UTC') = "2200-01-01 00:00:00", service String = "", environment String = "", mcp_paths Array(String) = ["/mcp"]`);
     const bad = await withEnv({ CONTINUITY_REMINT_WINDOW_S: '-1' }, ['report']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('CONT_ERR_CONFIG');

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { NAMED_QUERIES, getQuery, runQuery, withQueryDefaults } from '../../queries/index.ts';
+import { NAMED_QUERIES, getQuery, paramDefaults, runQuery, withQueryDefaults } from '../../queries/index.ts';
 import { configFrom, parseParams, withStore } from '../context.ts';
 import { ContinuityError } from '../../core/errors.ts';
 import { formatRows, type RowFormat } from '../format.ts';
@@ -15,8 +15,12 @@ export function registerQuery(program: Command): void {
     .option('--list', 'list the named queries with their parameters and row shapes')
     .action(async (name: string | undefined, opts: { param: string[]; format: RowFormat; list?: boolean; dataDir?: string }, cmd: Command) => {
       if (opts.list || !name) {
+        const config = configFrom(cmd.optsWithGlobals());
         for (const q of Object.values(NAMED_QUERIES)) {
-          process.stdout.write(`${q.name}: ${q.description}\n  params: ${Object.entries(q.paramTypes).map(([k, t]) => `${k} ${t}`).join(', ')}\n  rows:   ${Object.entries(q.columns).map(([k, t]) => `${k} ${t}`).join(', ')}\n`);
+          // each parameter with its default (the deployment's settings included)
+          const defaults = paramDefaults(q.name, config);
+          const params = Object.entries(q.paramTypes).map(([k, t]) => `${k} ${t} = ${JSON.stringify(defaults[k])}`);
+          process.stdout.write(`${q.name}: ${q.description}\n  params: ${params.join(', ')}\n  rows:   ${Object.entries(q.columns).map(([k, t]) => `${k} ${t}`).join(', ')}\n`);
         }
         return;
       }
