@@ -16,6 +16,13 @@ export interface LineCounts {
    * counts as the same content.
    */
   scope?: 'import' | 'store';
+  /**
+   * The import's lines older than the store's retention (`all` or `some`, by the
+   * input's time range), which the store drops; absent: none (or not an import).
+   */
+  expired?: 'all' | 'some';
+  /** The retention those lines are older than, days (with `expired`). */
+  retention_days?: number;
 }
 
 /**
@@ -301,8 +308,20 @@ function findings(r: ContinuityReport): string[] {
     out.push(`${r.sessions.abandoned_after_failure} session(s) ended on a failure with no re-initialize from the same client.`);
   }
   if (r.remint_pairs.orphaned > 0) out.push(`${r.remint_pairs.orphaned} replacement session(s) were never adopted by the client.`);
+  // The import's lines older than the retention: the store drops them in a merge it
+  // schedules right after the write, so until then some may still be counted; the
+  // finding comes first and, when it is every line, replaces any verdict on the range
+  // (a newcomer pass: "nothing to judge … check --from/--to").
+  const days = r.lines.retention_days;
+  const expired =
+    r.lines.expired === 'all'
+      ? `Every line of this input is older than the store's ${days}-day retention: the store drops them (numbers above 0 here are lines it has not dropped yet), so there is nothing to judge; import it again with CONTINUITY_RETENTION_DAYS=0 (keep events for ever) or enough days.`
+      : r.lines.expired === 'some'
+        ? `Some lines of this input are older than the store's ${days}-day retention: the store drops them, and this report leaves them out once it has; CONTINUITY_RETENTION_DAYS=0 (keep events for ever) or enough days keeps them.`
+        : undefined;
+  const first = [paths?.warning, expired].filter((f): f is string => f !== undefined);
   // With no configured path in the log, the proxy-derived sections looked at nothing.
-  if (out.length === 0 && paths?.verdict !== 'none_match') {
+  if (out.length === 0 && paths?.verdict !== 'none_match' && r.lines.expired !== 'all') {
     // Nothing at all is not a clean range: a mistyped --data-dir opens a new, empty
     // store, a mistyped --service matches nothing, and a log of rejected lines holds
     // nothing (found by a newcomer pass: each said "no problems").
@@ -323,5 +342,5 @@ function findings(r: ContinuityReport): string[] {
           ' (check --from/--to, --service and --environment).',
       );
   }
-  return paths?.warning ? [paths.warning, ...out] : out;
+  return [...first, ...out];
 }

@@ -148,14 +148,24 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
  * range rather than dead-lettering each line of an old log.
  */
 function warnExpired(report: ImportReport, retention: Retention): void {
-  const cutoff = retention.cutoffMicros();
-  if (report.time_range === null || !(Date.parse(report.time_range.first) * 1000 < cutoff)) return;
-  const all = Date.parse(report.time_range.last) * 1000 < cutoff;
+  const share = expiredShare(report, retention);
+  if (share === null || report.time_range === null) return;
+  const all = share === 'all';
   process.stderr.write(
     `warning: ${all ? 'every entry' : 'some entries'} of this input (${report.time_range.first} .. ${report.time_range.last}) ` +
       `${all ? 'is' : 'are'} older than the ${retention.days}-day retention; the store drops those events. ` +
       'To keep such events, import them again with CONTINUITY_RETENTION_DAYS=0 (or enough days) set.\n',
   );
+}
+
+/**
+ * How much of what `report` imported is older than the retention, by its time range:
+ * `all`, `some`, or null (none, or nothing with a time was read).
+ */
+function expiredShare(report: ImportReport, retention: Retention): 'all' | 'some' | null {
+  const cutoff = retention.cutoffMicros();
+  if (report.time_range === null || !(Date.parse(report.time_range.first) * 1000 < cutoff)) return null;
+  return Date.parse(report.time_range.last) * 1000 < cutoff ? 'all' : 'some';
 }
 
 /**
@@ -236,8 +246,18 @@ export function registerAnalyze(program: Command): void {
       const imported = await runImport(store, config, files, flags, stop);
       if (stop.by() !== undefined) return undefined; // (runImport said so and set the exit status)
       const l = imported.lines;
+      // the report's words when every line was older than the retention (a newcomer pass: it said to check --from/--to)
+      const retention = await readRetention(store);
+      const expired = expiredShare(imported, retention);
       // (blank lines are skipped lines in the report, as in the store's counts: the four add up)
-      return buildContinuityReport(store, params, { read: l.read, parsed: l.parsed, rejected: l.rejected, skipped: l.skipped + l.blank, scope: 'import' });
+      return buildContinuityReport(store, params, {
+        read: l.read,
+        parsed: l.parsed,
+        rejected: l.rejected,
+        skipped: l.skipped + l.blank,
+        scope: 'import',
+        ...(expired === null ? {} : { expired, retention_days: retention.days }),
+      });
     });
     if (report === undefined) return; // interrupted: runImport said so and set the exit status
     const late = stop.by();
