@@ -1,6 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NAMED_QUERIES } from '../queries/index.ts';
+import { buildCanaryReport, parseGates } from '../reports/index.ts';
 import { proxyEvents, repeat, type FixtureRequest } from '../test/fixtures/proxy-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
 import { createContinuityServer, type ContinuityServer } from './index.ts';
@@ -56,6 +57,54 @@ describe('GET /api/queries', () => {
     expect(withDefaults.find((q) => q.name === 'restarts')!.defaults).toEqual({ t_from: '1970-01-01 00:00:00', t_to: '2200-01-01 00:00:00', service: '', environment: '', mcp_paths: [] });
     expect(withDefaults.find((q) => q.name === 'auth_challenges')!.defaults).toMatchObject({ auth_window_s: 60, loop_min: 3 });
     expect(withDefaults.find((q) => q.name === 'session_continuity')!.defaults).toMatchObject({ window_s: 10 });
+  });
+});
+
+describe('/api/canary', () => {
+  const post = (payload: unknown, headers: Record<string, string> = auth) =>
+    server.app.inject({ method: 'POST', url: '/api/canary', headers: { ...headers, 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
+
+  it('is the canary report of `continuity canary`, its verdict and exit code in headers, in json, md or html', async () => {
+    const expected = await buildCanaryReport(t.store, { deploy: 'latest' });
+    expect(expected.deploy).not.toBeNull(); // S1's restart, inferred from the proxy log
+    const res = await post({ deploy: 'latest' });
+    expect(res.statusCode, res.body).toBe(200);
+    expect(res.headers['content-type']).toBe('application/json; charset=utf-8');
+    expect(res.headers['x-continuity-verdict']).toBe(expected.verdict);
+    expect(res.headers['x-continuity-exit-code']).toBe(String(expected.exit_code));
+    expect(res.json()).toEqual(JSON.parse(JSON.stringify(expected)));
+    const md = await post({ deploy: 'latest', format: 'md' });
+    expect(md.headers['content-type']).toBe('text/markdown; charset=utf-8');
+    expect(md.body.split('\n')[0]).toMatch(/^# (PASS|FAIL) · deploy /);
+    const html = await get('/api/canary?deploy=latest&format=html');
+    expect(html.statusCode).toBe(200);
+    expect(html.headers['content-type']).toBe('text/html; charset=utf-8');
+    expect(html.body).toMatch(/^<!doctype html>/i);
+  });
+
+  it('takes a gates object as a gates file would give it, and durations as the flags do', async () => {
+    const gates = { sessions_lost_tools: { max: 5 }, refused_after_boot: { enabled: false } };
+    const expected = await buildCanaryReport(t.store, { deploy: 'latest', afterS: 600, gates: parseGates(JSON.stringify(gates), 'g.json') });
+    const res = await post({ deploy: 'latest', after: '10m', gates });
+    expect(res.statusCode, res.body).toBe(200);
+    expect((res.json() as { gates: unknown }).gates).toEqual(JSON.parse(JSON.stringify(expected.gates)));
+    expect(res.headers['x-continuity-exit-code']).toBe(String(expected.exit_code));
+  });
+
+  it('refuses a bad body, duration or gates object with 400 CONT_ERR_BAD_REQUEST, and needs the token', async () => {
+    for (const [payload, words] of [
+      [{}, /deploy: /],
+      [{ deploy: 'latest', after: 'soon' }, /after: "soon" is not a duration/],
+      [{ deploy: 'latest', gates: { nope: { max: 1 } } }, /field nope: unknown field/],
+      [{ deploy: 'latest', gates: { proxy_5xx_in_gap: { max: -1 } } }, /field proxy_5xx_in_gap\.max/],
+      [{ deploy: 'latest', format: 'pdf' }, /format: /],
+      [{ deploy: 'latest', extra: 1 }, /extra/],
+    ] as const) {
+      const res = await post(payload);
+      expect(res.statusCode, JSON.stringify(payload)).toBe(400);
+      expect(res.json(), JSON.stringify(payload)).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', message: expect.stringMatching(words) });
+    }
+    expect((await post({ deploy: 'latest' }, {})).statusCode).toBe(401);
   });
 });
 

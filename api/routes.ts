@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
 import { NAMED_QUERIES, bindParams, getQuery, paramDefaults, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { tsvTable } from '../core/table.ts';
-import { buildContinuityReport } from '../reports/index.ts';
+import { buildCanaryReport, buildContinuityReport, CANARY_FORMATS, parseDuration, parseGates, renderCanary, type CanaryFormat } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
 
 /** Options of {@link apiRoutes}. */
@@ -43,6 +43,27 @@ const SqlBody = z
   })
   .strict();
 
+/** Body of `POST /api/canary` (and the query string of `GET /api/canary`, without `gates`). */
+const CanaryBody = z
+  .object({
+    deploy: z.string().trim().min(1).max(256),
+    after: z.string().max(32).optional(),
+    baseline: z.string().max(32).optional(),
+    service: z.string().max(256).optional(),
+    environment: z.string().max(256).optional(),
+    format: z.enum(CANARY_FORMATS as unknown as [CanaryFormat, ...CanaryFormat[]]).default('json'),
+    // a gates file's contents as JSON (reports/canary.ts GatesFileSchema validates it)
+    gates: z.unknown().optional(),
+  })
+  .strict();
+
+/** Content type of each canary format. */
+const CANARY_TYPES: Readonly<Record<CanaryFormat, string>> = {
+  json: 'application/json; charset=utf-8',
+  md: 'text/markdown; charset=utf-8',
+  html: 'text/html; charset=utf-8',
+};
+
 /** Parameters `GET /api/report` accepts: every parameter of the named queries it runs. */
 const REPORT_PARAMS = new Set(Object.values(NAMED_QUERIES).flatMap((q) => Object.keys(q.paramTypes)));
 
@@ -60,6 +81,13 @@ const REPORT_PARAMS = new Set(Object.values(NAMED_QUERIES).flatMap((q) => Object
  *   `CONT_ERR_QUERY_PARAM`.
  * - `GET /report?param=value…` → the continuity report (reports/continuity.ts
  *   `ContinuityReport`) over the given range and filters; unknown parameter → 400.
+ * - `POST /canary` with `{ deploy, after?, baseline?, service?, environment?, format?, gates? }`
+ *   (or `GET /canary?deploy=…`, without gates) → the canary report of `continuity
+ *   canary` (reports/canary.ts) in `format` (`json` by default, `md`, `html`); `after`
+ *   and `baseline` are durations (`15m`), `gates` a gates file's contents as JSON. 200
+ *   whatever the verdict, which the headers `x-continuity-verdict` (pass, fail,
+ *   cannot_evaluate) and `x-continuity-exit-code` (0, 1, 2) carry; a bad body, duration
+ *   or gates object → 400 `CONT_ERR_BAD_REQUEST`.
  * - `POST /sql` with `{ sql, format?, max_rows?, timeout_s? }` → the output of one
  *   read-only statement (`store.readOnly`: `readonly=1`, row and time limits) in
  *   `format` (see {@link SQL_FORMATS}; default `json`; Arrow uncompressed). A
@@ -129,6 +157,39 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     }
     return buildContinuityReport(store, withQueryDefaults(undefined, params, options.queryDefaults ?? {}));
   });
+
+  // The canary report of `continuity canary`, for a pipeline while this process owns the
+  // store (a newcomer pass: canary stopped with CONT_ERR_STORE_LOCKED and no route did it).
+  const canary = async (input: unknown, reply: FastifyReply): Promise<FastifyReply> => {
+    const parsed = CanaryBody.safeParse(input);
+    if (!parsed.success) {
+      const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`);
+      throw new ContinuityError('CONT_ERR_BAD_REQUEST', `expected { deploy, after?, baseline?, service?, environment?, format?, gates? }: ${issues.join('; ')}`, { details: { issues } });
+    }
+    const b = parsed.data;
+    let judged: Parameters<typeof buildCanaryReport>[1];
+    try {
+      judged = {
+        deploy: b.deploy,
+        afterS: b.after === undefined ? undefined : parseDuration(b.after, 'after'),
+        baselineS: b.baseline === undefined ? undefined : parseDuration(b.baseline, 'baseline'),
+        service: b.service,
+        environment: b.environment,
+        mcpPaths: options.queryDefaults?.mcpPaths,
+        remintWindowS: options.queryDefaults?.remintWindowS,
+        gates: b.gates === undefined ? undefined : parseGates(JSON.stringify(b.gates), 'gates.json'),
+      };
+    } catch (err) {
+      // a bad duration or gates object is the request's fault: 400, not the configuration's 500
+      if (isContinuityError(err) && err.code === 'CONT_ERR_CONFIG') throw new ContinuityError('CONT_ERR_BAD_REQUEST', err.message, { cause: err, details: err.details });
+      throw err;
+    }
+    const report = await buildCanaryReport(store, judged);
+    reply.header('x-continuity-verdict', report.verdict).header('x-continuity-exit-code', String(report.exit_code));
+    return reply.header('content-type', CANARY_TYPES[b.format]).send(renderCanary(report, b.format));
+  };
+  app.get<{ Querystring: Record<string, string | string[]> }>('/canary', async (req, reply) => canary({ ...req.query }, reply));
+  app.post('/canary', { onRequest: async (req) => assertMediaType(req.headers, ['application/json']) }, async (req, reply) => canary(req.body, reply));
 
   app.post('/sql', { onRequest: async (req) => assertMediaType(req.headers, ['application/json']) }, async (req, reply) => {
     const parsed = SqlBody.safeParse(req.body);

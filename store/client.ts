@@ -415,7 +415,7 @@ function storeOpenError(dbPath: string, err: unknown): ContinuityError {
   if (owner !== undefined && owner !== process.pid && isAlive(owner)) {
     return new ContinuityError(
       'CONT_ERR_STORE_LOCKED',
-      `${dbPath} is owned by process ${owner}; stop it, use its HTTP API (continuity serve, or continuity consumer --port), or pass another --data-dir`,
+      `${dbPath} is owned by process ${owner}; stop it, use its HTTP API (continuity serve, or continuity consumer --port: /api for queries, the report and SQL, and continuity canary --url for the canary), or pass another --data-dir`,
       { cause: err, details: { dataDir: dbPath, ownerPid: owner } },
     );
   }

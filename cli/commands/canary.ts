@@ -1,5 +1,5 @@
 import { CommanderError, type Command } from 'commander';
-import { ContinuityError, isContinuityError } from '../../core/errors.ts';
+import { ContinuityError, ERROR_CODES, isContinuityError, type ErrorCode } from '../../core/errors.ts';
 import {
   buildCanaryReport,
   CANARY_FORMATS,
@@ -14,6 +14,8 @@ import { configFrom, reportError, withStore } from '../context.ts';
 
 interface CanaryFlags {
   deploy?: string;
+  url?: string;
+  token?: string;
   after: string;
   baseline?: string;
   format: string;
@@ -64,6 +66,8 @@ export function registerCanary(program: Command): void {
     .option('--gates <file>', 'a JSON or YAML file overriding gate thresholds')
     .option('--service <name>', 'only this service')
     .option('--environment <name>', 'only this environment')
+    .option('--url <base>', 'ask a running `continuity serve` (e.g. http://127.0.0.1:4318), which owns the store, instead of opening it')
+    .option('--token <token>', 'with --url: its bearer token (env CONTINUITY_INGEST_TOKEN)')
     .addHelpText('after', HELP)
     // a usage error (unknown flag, missing value, stray argument) cannot judge the
     // deploy either: 2, not commander's 1, which a pipeline reads as a failed gate
@@ -80,6 +84,22 @@ export function registerCanary(program: Command): void {
         const afterS = parseDuration(opts.after, '--after');
         const baselineS = opts.baseline === undefined ? undefined : parseDuration(opts.baseline, '--baseline');
         const gates = opts.gates === undefined ? undefined : loadGatesFile(opts.gates);
+        if (opts.url !== undefined) {
+          // serve owns the store while it runs: its /api/canary judges the deploy there
+          const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: opts.token });
+          const answer = await askServe(opts.url, config.ingestToken, {
+            deploy: opts.deploy,
+            after: opts.after,
+            ...(opts.baseline === undefined ? {} : { baseline: opts.baseline }),
+            ...(opts.service === undefined ? {} : { service: opts.service }),
+            ...(opts.environment === undefined ? {} : { environment: opts.environment }),
+            format: opts.format,
+            ...(gates === undefined ? {} : { gates }),
+          });
+          process.stdout.write(answer.body);
+          process.exitCode = answer.exitCode;
+          return;
+        }
         const config = configFrom(cmd.optsWithGlobals());
         const report = await withStore(config, (store) =>
           buildCanaryReport(store, {
@@ -108,6 +128,52 @@ export function registerCanary(program: Command): void {
         process.exitCode = 2;
       }
     });
+}
+
+/**
+ * POSTs a canary request to `continuity serve`'s `/api/canary` at `base` and returns
+ * the rendered report and the exit code its `x-continuity-exit-code` header gives.
+ * @throws ContinuityError: the server's coded error (its code, when this registry has
+ *   it), CONT_ERR_STORE_UNAVAILABLE when `base` cannot be reached or answers no report,
+ *   CONT_ERR_CONFIG for a `base` that is not an http(s) URL.
+ */
+async function askServe(base: string, token: string | undefined, body: Record<string, unknown>): Promise<{ body: string; exitCode: number }> {
+  let url: URL;
+  try {
+    url = new URL('api/canary', base.endsWith('/') ? base : `${base}/`);
+    if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(url.protocol);
+  } catch {
+    throw new ContinuityError('CONT_ERR_CONFIG', `--url: ${JSON.stringify(base)} is not an http(s) URL (e.g. http://127.0.0.1:4318, what serve prints as "listening on")`);
+  }
+  let res: Response;
+  try {
+    res = await fetch(url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(300_000),
+    });
+  } catch (err) {
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url.origin}: ${cause?.code ?? cause?.message ?? (err as Error).message} (is continuity serve running there?)`, { cause: err });
+  }
+  const text = await res.text();
+  const exitCode = Number(res.headers.get('x-continuity-exit-code'));
+  if (res.ok && [0, 1, 2].includes(exitCode)) return { body: text, exitCode };
+  let coded: { code?: string; message?: string } = {};
+  try {
+    coded = JSON.parse(text) as typeof coded;
+  } catch {
+    // not a coded error: a proxy's page, another server
+  }
+  if (coded.code !== undefined && Object.hasOwn(ERROR_CODES, coded.code)) {
+    // the server's error as it raised it (its message starts with the registry's words)
+    const code = coded.code as ErrorCode;
+    const prefix = `${ERROR_CODES[code].message}: `;
+    const detail = coded.message?.startsWith(prefix) ? coded.message.slice(prefix.length) : coded.message;
+    throw new ContinuityError(code, `${detail ?? ''} (${url.origin} answered ${res.status})`, { details: { status: res.status } });
+  }
+  throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url.origin} answered ${res.status} without a canary report: ${text.slice(0, 200)}`, { details: { status: res.status } });
 }
 
 /** True when the data directory was named (`--data-dir` or CONTINUITY_DATA_DIR), not the default. */

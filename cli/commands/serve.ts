@@ -18,7 +18,7 @@ function describe(e: ServerEndpoints, location: string, mode: string, token: boo
     `listening on ${e.base}`,
     `  POST ${e.otlpLogs}    OTLP/HTTP logs (protobuf or JSON, gzip ok)`,
     `  POST ${e.events}  contract events as JSON`,
-    `  GET  ${e.api}/queries, ${e.api}/queries/<name>?param=value, ${e.api}/report; POST ${e.api}/sql`,
+    `  GET  ${e.api}/queries, ${e.api}/queries/<name>?param=value, ${e.api}/report; POST ${e.api}/sql, ${e.api}/canary (continuity canary --url ${e.base})`,
     'OpenTelemetry exporters (and the MCP collector, otlp.url):',
     `  OTEL_EXPORTER_OTLP_LOGS_ENDPOINT=${e.otlpLogs}`,
     '  OTEL_EXPORTER_OTLP_LOGS_PROTOCOL=http/protobuf   (http/json works too)',

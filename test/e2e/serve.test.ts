@@ -99,6 +99,21 @@ describe('continuity serve', () => {
     expect(r.stderr).toContain('CONT_ERR_STORE_LOCKED');
   });
 
+  it('judges a deploy for a pipeline while it owns the store: canary --url asks its /api/canary', () => {
+    const r = cli('canary', '--deploy', 'latest', '--format', 'json', '--url', base, '--token', TOKEN);
+    const report = JSON.parse(r.stdout) as { verdict: string; exit_code: number; reason: string | null };
+    expect(r.status, r.stderr).toBe(report.exit_code);
+    expect(report, r.stderr).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, reason: expect.stringMatching(/^no restart found in the store at /) });
+    // the store's own words, not the lock's
+    expect(r.stderr).not.toContain('CONT_ERR_STORE_LOCKED');
+    const wrongToken = cli('canary', '--deploy', 'latest', '--url', base, '--token', 'wrong-token-0123456789');
+    expect(wrongToken.status).toBe(2);
+    expect(wrongToken.stderr).toContain('CONT_ERR_UNAUTHORIZED');
+    const nobody = cli('canary', '--deploy', 'latest', '--url', 'http://127.0.0.1:9');
+    expect(nobody.status).toBe(2);
+    expect(nobody.stderr).toContain('CONT_ERR_STORE_UNAVAILABLE');
+  });
+
   it('shuts down gracefully on SIGTERM, and what it accepted is in the store afterwards', async () => {
     serve.kill('SIGTERM');
     expect(await waitForExit(serve, 30_000)).toBe(true);
