@@ -37,12 +37,23 @@ registerStatus(program);
 registerCompact(program);
 registerDev(program);
 
-// Output piped into a reader that stops early (`| head`): the rest has nowhere to go, which
-// is not an error of this command (the shell's own tools exit quietly too).
+// Output that cannot be written: a reader that stopped early (`| head`, EPIPE), a full
+// disk (ENOSPC), a closed terminal. The command still finishes its work (an import stores
+// what it read, serve writes every event it accepted) and closes the store: exiting here
+// would drop accepted events, and exiting with the embedded engine open crashes it (a
+// break-it pass: serve with a dead stderr lost every acknowledged event at SIGTERM, and
+// import exited 139). A lost stdout is the command's failure (exit 1), except EPIPE, which
+// the shell's own tools take quietly too; what stderr cannot say is dropped.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
-  if (err.code === 'EPIPE') process.exit(process.exitCode ?? 0);
-  throw err;
+  if (err.code === 'EPIPE') return;
+  process.exitCode = 1;
+  try {
+    process.stderr.write(`continuity: the output could not be written (${err.code ?? err.message})\n`);
+  } catch {
+    // stderr is gone too: nothing to say it on
+  }
 });
+process.stderr.on('error', () => {});
 
 try {
   await program.parseAsync(process.argv);

@@ -1,6 +1,6 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -394,6 +394,27 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
 });
 
 describe('bad flags and closed pipes', () => {
+  it('an import whose stderr cannot be written stores its lines and exits 0; a full stdout is exit 1 with one line, not a crash', () => {
+    const dir = freshDir();
+    const log = join(dir, 'some-bad.log');
+    writeFileSync(log, readFileSync(`${CAPTURES}caddy-sdk-restart/caddy-access.log`, 'utf8') + 'not json\n');
+    const env: NodeJS.ProcessEnv = { ...process.env, CONTINUITY_DATA_DIR: dir };
+    delete env.CLICKHOUSE_URL;
+    const full = openSync('/dev/full', 'w');
+    try {
+      // the rejected line's report goes to stderr, which is full (a break-it pass: exit 139, a segfault)
+      const imported = spawnSync(process.execPath, [BIN, 'import', 'caddy', log], { env, stdio: ['ignore', 'pipe', full], encoding: 'utf8', timeout: 120_000 });
+      expect(imported.status).toBe(0);
+      const count = spawnSync(process.execPath, [BIN, 'sql', 'SELECT count() AS n FROM proxy_access FINAL', '--format', 'csv'], { env, encoding: 'utf8', timeout: 60_000 });
+      expect(count.stdout.trim().split('\n')).toEqual(['"n"', '47']);
+      const out = spawnSync(process.execPath, [BIN, 'sql', 'SELECT 1'], { env, stdio: ['ignore', full, 'pipe'], encoding: 'utf8', timeout: 60_000 });
+      expect(out.status).toBe(1);
+      expect(out.stderr).toBe('continuity: the output could not be written (ENOSPC)\n');
+    } finally {
+      closeSync(full);
+    }
+  });
+
   it('sql says on stderr when its output stops at --max-rows, and only then', async () => {
     const dir = freshDir();
     const cut = await continuity(['sql', 'SELECT number FROM numbers(20)', '--format', 'csv', '--max-rows', '5'], dir);

@@ -195,6 +195,41 @@ describe('continuity serve started with data waiting on its stdin', () => {
   }, 120_000);
 });
 
+describe('continuity serve whose stderr reader has gone', () => {
+  it('writes every event it acknowledged at SIGTERM, and exits 0 (a break-it pass: EPIPE on the shutdown line lost them all)', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-stderr-'));
+    const s = spawnServe(dir);
+    try {
+      await waitFor(() => s.url !== '' || s.proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
+      expect(s.url, s.err).not.toBe('');
+      // the reader of serve's stderr goes away (a dead `| tee`, a closed terminal)
+      s.proc.stderr!.destroy();
+      const now = Date.now();
+      const events = Array.from({ length: 3 }, (_, i) => ({ event_id: randomUUID(), event_type: 'boot', ts: (now + i) * 1000, source: 'server', service: 'stderr-gone', pid: i }));
+      for (const e of events) {
+        const res = await fetch(`${s.url}/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([e]) });
+        expect(res.status).toBe(200);
+      }
+      s.proc.kill('SIGTERM');
+      expect(await waitForExit(s.proc, 30_000)).toBe(true);
+      expect(s.proc.exitCode).toBe(0);
+      const r = spawnSync(process.execPath, [BIN, '--data-dir', dir, 'sql', "SELECT count() AS n FROM events FINAL WHERE service = 'stderr-gone'", '--format', 'csv'], {
+        encoding: 'utf8',
+        env: { ...process.env, CONTINUITY_HASH_KEY: KEY, CLICKHOUSE_URL: '' },
+        timeout: 60_000,
+      });
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout.trim().split(/\r?\n/)).toEqual(['"n"', '3']);
+    } finally {
+      if (s.proc.exitCode === null && s.proc.signalCode === null) {
+        s.proc.kill('SIGKILL');
+        await waitForExit(s.proc, 10_000);
+      }
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 120_000);
+});
+
 describe('continuity serve on a new data directory without CONTINUITY_HASH_KEY', () => {
   it('creates <data-dir>/hash.key at start and says so, so a collector can be given it before any import (newcomer pass: ENOENT)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-key-'));
