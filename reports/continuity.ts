@@ -319,7 +319,7 @@ function findings(r: ContinuityReport): string[] {
       : r.lines.expired === 'some'
         ? `Some lines of this input are older than the store's ${days}-day retention: the store drops them, and this report leaves them out once it has; CONTINUITY_RETENTION_DAYS=0 (keep events for ever) or enough days keeps them.`
         : undefined;
-  const first = [paths?.warning, expired].filter((f): f is string => f !== undefined);
+  const first = [paths?.warning, expired].filter((f): f is string => typeof f === 'string' && f !== '');
   // With no configured path in the log, the proxy-derived sections looked at nothing.
   if (out.length === 0 && paths?.verdict !== 'none_match' && r.lines.expired !== 'all') {
     // Nothing at all is not a clean range: a mistyped --data-dir opens a new, empty
