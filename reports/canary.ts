@@ -1,8 +1,8 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { extname } from 'node:path';
 import { parseDocument } from 'yaml';
 import { z } from 'zod';
-import { ContinuityError } from '../core/errors.ts';
+import { ContinuityError, isContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
 import { checkMcpPaths, countChallenges, countSessionOutcomes, countSessionsAcross, listServerRestarts, runQuery, type EndpointPathsMemo, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
@@ -180,7 +180,7 @@ export function parseGates(text: string, file: string): GatesConfig {
   const odd = notPlainData(raw, []);
   if (odd !== undefined) {
     const field = odd.join('.') || '(top level)';
-    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: field ${field}: not a number, boolean or mapping (a YAML tag such as !!binary or !!timestamp made it something else)`, {
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: field ${field}: not a number, boolean or mapping (a YAML tag such as !!binary or !!timestamp, or an alias to a node that holds it, made it something else)`, {
       details: { file, fields: [field] },
     });
   }
@@ -219,18 +219,23 @@ export function parseGates(text: string, file: string): GatesConfig {
  * The path to the first value in `v` that is not plain data (a mapping with the plain
  * object prototype, a sequence, a string, number, boolean or null), or undefined.
  */
-function notPlainData(v: unknown, path: string[]): string[] | undefined {
+function notPlainData(v: unknown, path: string[], within: ReadonlySet<object> = new Set()): string[] | undefined {
   if (v === null || typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean') return undefined;
+  // a value inside itself (a YAML alias to an enclosing node, `a: &a [*a]`) is no plain
+  // data either: following it overflowed the stack (a break-it pass)
+  if (typeof v === 'object' && within.has(v)) return path;
   if (Array.isArray(v)) {
+    const inner = new Set(within).add(v);
     for (let i = 0; i < v.length; i++) {
-      const odd = notPlainData(v[i], [...path, String(i)]);
+      const odd = notPlainData(v[i], [...path, String(i)], inner);
       if (odd) return odd;
     }
     return undefined;
   }
   if (typeof v === 'object' && (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null)) {
+    const inner = new Set(within).add(v);
     for (const [k, x] of Object.entries(v)) {
-      const odd = notPlainData(x, [...path, k]);
+      const odd = notPlainData(x, [...path, k], inner);
       if (odd) return odd;
     }
     return undefined;
@@ -240,20 +245,47 @@ function notPlainData(v: unknown, path: string[]): string[] | undefined {
 
 /**
  * Reads a gates file (`.json` as JSON, anything else as YAML) and validates it.
- * @throws ContinuityError CONT_ERR_CONFIG when the file cannot be read or a field is invalid.
+ * @param file a path, or `-`: standard input, read from `stdinFd` (bin/continuity.mjs
+ *   hands a command given `-` its standard input on a descriptor of its own).
+ * @throws ContinuityError CONT_ERR_CONFIG when the file cannot be read, is over 1 MiB,
+ *   names standard input by a path (/dev/stdin: give `-`), or a field is invalid.
  */
-export function loadGatesFile(file: string): GatesConfig {
+export function loadGatesFile(file: string, stdinFd?: number): GatesConfig {
+  if (STDIN_PATHS.has(file)) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: standard input is not open to this command by that name; give --gates - to read the gates from standard input`, {
+      details: { file, fields: [] },
+    });
+  }
   let text: string;
+  let fd: number | undefined;
   try {
-    text = readFileSync(file, 'utf8');
+    fd = file === '-' ? stdinFd : openSync(file, 'r');
+    if (fd === undefined) throw Object.assign(new Error('standard input is not open to this command'), { code: 'EBADF' });
+    // at most GATES_MAX_BYTES: a device or a large file named by mistake (/dev/zero) made
+    // the engine's process abort on an allocation (exit 134; a break-it pass)
+    const buf = Buffer.alloc(GATES_MAX_BYTES + 1);
+    let n = 0;
+    for (let got = -1; got !== 0 && n < buf.length; n += got) got = readSync(fd, buf, n, buf.length - n, null);
+    if (n > GATES_MAX_BYTES) {
+      throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: over ${GATES_MAX_BYTES} bytes; a gates file holds a few thresholds`, { details: { file, fields: [] } });
+    }
+    text = buf.subarray(0, n).toString('utf8');
   } catch (err) {
+    if (isContinuityError(err)) throw err;
     throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: cannot be read (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, {
       cause: err,
       details: { file, fields: [] },
     });
+  } finally {
+    if (fd !== undefined && file !== '-') closeSync(fd);
   }
-  return parseGates(text, file);
+  return parseGates(text, file === '-' ? 'standard input' : file);
 }
+
+/** The most a gates file may hold, bytes. */
+const GATES_MAX_BYTES = 1 << 20;
+/** Names of standard input that a command without `-` does not have open (bin/continuity.mjs gives it /dev/null). */
+const STDIN_PATHS = new Set(['/dev/stdin', '/dev/fd/0', '/proc/self/fd/0']);
 
 /**
  * Parses a duration such as `90s`, `30m`, `1h`, `1.5h`, `2d` (a bare number is seconds).

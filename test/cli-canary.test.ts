@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -108,6 +108,39 @@ describe('continuity canary', () => {
       verdict: 'pass',
       limits: { ratio: 20, margin_pp: 50 },
     });
+
+    // the same from standard input (`--gates -`); /dev/stdin is refused, not read as empty
+    // (the command's fd 0 is /dev/null: it gave the defaults silently, a break-it pass)
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.CLICKHOUSE_URL;
+    delete env.CONTINUITY_DATA_DIR;
+    const piped = spawnSync(process.execPath, [BIN, '--data-dir', store, 'canary', '--deploy', 'latest', '--service', 'auth', '--gates', '-', '--format', 'json'], {
+      input: 'invalid_token_rate: { ratio: 20, margin_pp: 50 }\n',
+      encoding: 'utf8',
+      env,
+      timeout: 120_000,
+    });
+    expect(piped.status, piped.stderr).toBe(0);
+    expect(JSON.parse(piped.stdout).gates.find((g: { id: string }) => g.id === 'invalid_token_rate')).toMatchObject({ verdict: 'pass', limits: { ratio: 20, margin_pp: 50 } });
+    const devStdin = spawnSync(process.execPath, [BIN, '--data-dir', store, 'canary', '--deploy', 'latest', '--service', 'auth', '--gates', '/dev/stdin'], {
+      input: 'invalid_token_rate: { ratio: 20 }\n',
+      encoding: 'utf8',
+      env,
+      timeout: 120_000,
+    });
+    expect(devStdin.status).toBe(2);
+    expect(devStdin.stderr).toContain('gates file /dev/stdin: standard input is not open to this command by that name; give --gates - to read the gates from standard input');
+    // a file that refers to itself, and one far too large for a gates file: coded errors, no crash
+    const cyclic = join(files, 'cyclic.yaml');
+    writeFileSync(cyclic, 'a: &a [*a]\n');
+    for (const [path, words] of [
+      [cyclic, 'field a.0: not a number, boolean or mapping'],
+      ['/dev/zero', 'over 1048576 bytes'],
+    ] as const) {
+      const r = await continuity(['canary', '--deploy', 'latest', '--service', 'auth', '--gates', path, '--format', 'json'], store);
+      expect(r.code, path).toBe(2);
+      expect(JSON.parse(r.stdout), path).toMatchObject({ error: { code: 'CONT_ERR_CONFIG', message: expect.stringContaining(words) } });
+    }
 
     const bad = join(files, 'bad-gates.json');
     writeFileSync(bad, JSON.stringify({ invalid_token_rate: { ratio: 'twice' } }));

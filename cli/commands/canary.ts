@@ -63,7 +63,7 @@ export function registerCanary(program: Command): void {
     .option('--after <duration>', 'how long after the boot the deploy window runs (e.g. 90s, 15m, 1h; a bare number is seconds)', `${DEFAULT_AFTER_S / 60}m`)
     .option('--baseline <duration>', 'baseline length before the restart, a duration like --after (default: as long as the deploy window)')
     .option('--format <format>', 'md | json | html', 'md')
-    .option('--gates <file>', 'a JSON or YAML file overriding gate thresholds')
+    .option('--gates <file>', 'a JSON or YAML file overriding gate thresholds (- : standard input)')
     .option('--service <name>', 'only this service')
     .option('--environment <name>', 'only this environment')
     .option('--url <base>', 'ask a running `continuity serve` (e.g. http://127.0.0.1:4318), which owns the store, instead of opening it')
@@ -83,7 +83,8 @@ export function registerCanary(program: Command): void {
         }
         const afterS = parseDuration(opts.after, '--after');
         const baselineS = opts.baseline === undefined ? undefined : parseDuration(opts.baseline, '--baseline');
-        const gates = opts.gates === undefined ? undefined : loadGatesFile(opts.gates);
+        const stdinFd = Number(process.env.CONTINUITY_STDIN_FD);
+        const gates = opts.gates === undefined ? undefined : loadGatesFile(opts.gates, Number.isInteger(stdinFd) && stdinFd > 2 ? stdinFd : undefined);
         if (opts.url !== undefined) {
           // serve owns the store while it runs: its /api/canary judges the deploy there
           const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: opts.token });
