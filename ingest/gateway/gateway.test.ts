@@ -294,6 +294,19 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     const garbage = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/x-protobuf' }, payload: Buffer.from([0xff, 0xff, 0xff, 0x07]) });
     expect(garbage.statusCode).toBe(400);
   });
+
+  it('takes an OTLP/JSON request with resourceLogs left out as empty, as an empty protobuf body is (the JSON mapping\'s default)', async () => {
+    for (const [type, payload] of [
+      ['application/json', '{}'],
+      ['application/json', '{"resourceLogs":null}'],
+      ['application/x-protobuf', Buffer.alloc(0)],
+    ] as const) {
+      const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': type }, payload });
+      expect(res.statusCode, `${type} ${String(payload)}`).toBe(200);
+    }
+    const list = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"resourceLogs":{}}' });
+    expect(list.statusCode).toBe(400);
+  });
 });
 
 describe('POST /v1/events', () => {

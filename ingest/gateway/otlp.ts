@@ -140,11 +140,14 @@ function decodePart(type: protobuf.Type, bytes: Uint8Array | undefined): unknown
  * Reads an OTLP/JSON ExportLogsServiceRequest (lowerCamelCase field names; the spec
  * also allows the original snake_case names, accepted too). Records whose values are
  * too deep, or otherwise unusable, carry {@link OtlpLogRecord.issues}.
- * @throws OtlpShapeError when `resourceLogs` is missing or not an array.
+ * A missing (or null) `resourceLogs` is an empty request, as an omitted field is in
+ * OTLP/JSON (the protobuf JSON mapping: a field left out has its default, an empty
+ * list), and as an empty protobuf body is (a break-it pass found `{}` refused).
+ * @throws OtlpShapeError when the body is not an object, or `resourceLogs` is not an array.
  */
 export function decodeOtlpJson(body: unknown): OtlpLogRecord[] {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new OtlpShapeError('body is not a JSON object');
-  const rl = field(body, 'resourceLogs', 'resource_logs');
+  const rl = field(body, 'resourceLogs', 'resource_logs') ?? [];
   if (!Array.isArray(rl)) throw new OtlpShapeError('resourceLogs must be an array');
   return flatten({ resourceLogs: rl });
 }
