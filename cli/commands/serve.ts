@@ -78,6 +78,12 @@ export function registerServe(program: Command): void {
         throw listenError(err, flags.host, port);
       }
       process.stdout.write(describe(endpoints, store.location, store.mode, config.ingestToken !== undefined, key));
+      // open beyond this machine with no token: anyone who reaches it can send events and read everything (a break-it pass)
+      if (config.ingestToken === undefined && !isLoopbackHost(flags.host)) {
+        process.stderr.write(
+          `warning: serve listens on ${flags.host}, beyond this machine, with no --token: anyone who can reach it can send events and read the whole store through /api/sql; set --token (or CONTINUITY_INGEST_TOKEN)\n`,
+        );
+      }
       // serve never goes through Kafka: say so rather than let KAFKA_BROKERS look obeyed (found by a newcomer pass)
       if (config.kafka) {
         process.stderr.write(
@@ -104,4 +110,10 @@ export function registerServe(program: Command): void {
       if (store.statements > 0) process.stderr.write(STILL_RUNNING);
       if (error) throw error;
     });
+}
+
+/** True for a host name or address that only this machine reaches: localhost, 127.0.0.0/8, ::1. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h.endsWith('.localhost') || /^127(\.\d{1,3}){3}$/.test(h) || h === '::1' || h === '0:0:0:0:0:0:0:1';
 }
