@@ -393,6 +393,21 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
   });
 });
 
+describe.runIf(spawnSync('script', ['--version']).status === 0)('sql --format arrow on a terminal', () => {
+  it('is refused with CONT_ERR_CONFIG (binary on a terminal), and written to a pipe', () => {
+    const dir = freshDir();
+    const env: NodeJS.ProcessEnv = { ...process.env, CONTINUITY_DATA_DIR: dir };
+    delete env.CLICKHOUSE_URL;
+    // (script(1) gives the command a terminal as its standard output)
+    const tty = spawnSync('script', ['-qec', `${process.execPath} ${BIN} sql 'SELECT 1' --format arrow`, '/dev/null'], { env, encoding: 'utf8', timeout: 60_000 });
+    expect(tty.status).toBe(2);
+    expect(tty.stdout).toContain('error CONT_ERR_CONFIG: invalid configuration: --format arrow writes binary Arrow IPC, and standard output is a terminal');
+    const piped = spawnSync(process.execPath, [BIN, 'sql', 'SELECT 1', '--format', 'arrow'], { env, timeout: 60_000 });
+    expect(piped.status).toBe(0);
+    expect(piped.stdout.subarray(0, 4)).toEqual(Buffer.from([0xff, 0xff, 0xff, 0xff]));
+  });
+});
+
 describe('bad flags and closed pipes', () => {
   it('an import whose stderr cannot be written stores its lines and exits 0; a full stdout is exit 1 with one line, not a crash', () => {
     const dir = freshDir();

@@ -33,6 +33,10 @@ export function registerSql(program: Command): void {
     .action(async (statement: string, opts: { format: string; maxRows: string; timeout: string }, cmd: Command) => {
       const format = Object.hasOwn(FORMATS, opts.format) ? FORMATS[opts.format] : undefined;
       if (!format) throw new ContinuityError('CONT_ERR_CONFIG', `--format must be one of ${Object.keys(FORMATS).join(', ')} (got ${JSON.stringify(opts.format)})`);
+      // Arrow IPC is binary: drawn on a terminal it is noise and can change the terminal's state (a break-it pass)
+      if (opts.format === 'arrow' && process.stdout.isTTY) {
+        throw new ContinuityError('CONT_ERR_CONFIG', '--format arrow writes binary Arrow IPC, and standard output is a terminal: redirect it to a file or a pipe (> result.arrows)');
+      }
       const maxRows = positiveFlag('--max-rows', opts.maxRows, true);
       // whole seconds, 1 to 600, as POST /api/sql takes them (0.5 ran as 1 s, 700 was taken)
       const maxExecutionS = positiveFlag('--timeout', opts.timeout, true);
