@@ -1,6 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import Fastify, { type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
-import { answerClientError, badUrlError, closeWithin, codedRequestError, ContinuityError, isContinuityError, REQUEST_TIMEOUT_MS } from '../core/index.ts';
+import { answerClientError, badUrlError, closeWithin, codedRequestError, ContinuityError, foreignHostError, isContinuityError, isLoopbackHost, REQUEST_TIMEOUT_MS } from '../core/index.ts';
 import { createGateway, createInProcessTransport, mapOtlpRecord, registerConnectionRules, registerRequestBodies, type InProcessTransport, type InProcessTransportOptions } from '../ingest/index.ts';
 import type { Store } from '../store/index.ts';
 import type { QueryDefaults } from '../queries/index.ts';
@@ -58,12 +58,14 @@ export interface ContinuityServer {
 export async function createContinuityServer(options: ContinuityServerOptions): Promise<ContinuityServer> {
   const transport = createInProcessTransport(options.store, options.transport);
   const { app } = await createGateway({ sink: transport, mapOtlpRecord, bearerToken: options.bearerToken, logger: options.logger ?? false });
+  const hosts = guardLoopbackHosts(app, options.bearerToken);
   await app.register(apiRoutes, { prefix: '/api', store: options.store, bearerToken: options.bearerToken, queryDefaults: options.queryDefaults });
   let closing: Promise<{ error?: Error }> | undefined;
   return {
     app,
     transport,
     async listen(host, port) {
+      hosts.loopbackOnly = isLoopbackHost(host);
       await app.listen({ host, port });
       const base = baseUrlOf(app, host);
       return { base, otlpLogs: `${base}/v1/logs`, events: `${base}/v1/events`, api: `${base}/api` };
@@ -143,12 +145,14 @@ export async function createReadServer(options: ReadServerOptions): Promise<Read
     if (coded) return send(reply, coded);
     return reply.status(500).send({ code: 'INTERNAL', message: 'internal error' });
   });
+  const hosts = guardLoopbackHosts(app, options.bearerToken);
   app.get('/healthz', async () => ({ status: 'ok', ...options.health() }));
   await app.register(apiRoutes, { prefix: '/api', store: options.store, bearerToken: options.bearerToken, queryDefaults: options.queryDefaults });
   let closing: Promise<void> | undefined;
   return {
     app,
     async listen(host, port) {
+      hosts.loopbackOnly = isLoopbackHost(host);
       await app.listen({ host, port });
       return baseUrlOf(app, host);
     },
@@ -157,6 +161,25 @@ export async function createReadServer(options: ReadServerOptions): Promise<Read
       return closing;
     },
   };
+}
+
+/**
+ * With no bearer token: once the app listens on a loopback address (`loopbackOnly`,
+ * set by `listen`), a request whose Host is not loopback is refused with
+ * CONT_ERR_HOST_REFUSED (core/http.ts `foreignHostError`): a web page could otherwise
+ * reach the tokenless API, ad hoc SQL over the whole store included, by a DNS name of
+ * its own resolved to 127.0.0.1 (DNS rebinding; a break-it pass). With a token the
+ * token guards it (a page cannot send it), and on another address serve warns.
+ */
+function guardLoopbackHosts(app: FastifyInstance, bearerToken: string | undefined): { loopbackOnly: boolean } {
+  const state = { loopbackOnly: false };
+  if (bearerToken) return state;
+  app.addHook('onRequest', async (req) => {
+    if (!state.loopbackOnly) return;
+    const err = foreignHostError(req.headers.host);
+    if (err) throw err;
+  });
+  return state;
 }
 
 /** The base URL of a listening app: the port it bound, a wildcard host shown as loopback, an IPv6 host in brackets. */

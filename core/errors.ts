@@ -183,7 +183,7 @@ export const ERROR_CODES = {
     message: 'no route answers this method and path',
     retriable: false,
     httpStatus: 404,
-    fix: 'Check the method and path: the gateway takes POST /v1/logs (OTLP/HTTP) and POST /v1/events, GET /healthz and GET /readyz; `continuity serve` adds the read API: GET /api/queries, GET /api/queries/<name>, GET /api/report and POST /api/sql.',
+    fix: 'Check the method and path: the gateway takes POST /v1/logs (OTLP/HTTP) and POST /v1/events, GET /healthz and GET /readyz; `continuity serve` adds the read API: GET /api/queries, GET /api/queries/<name>, GET /api/report, POST /api/canary and POST /api/sql.',
   },
   CONT_ERR_EVENT_TOO_LARGE: {
     message: 'an event is larger than the ingest pipeline carries',
@@ -196,6 +196,12 @@ export const ERROR_CODES = {
     retriable: false,
     httpStatus: 400,
     fix: 'The broker refused the record itself (INVALID_RECORD or CORRUPT_MESSAGE, named in the event\'s issue) and sending it again would meet the same answer. Check the topic\'s configuration (cleanup.policy, message.timestamp.*) and the broker log. The other events of the request were kept: do not resend them.',
+  },
+  CONT_ERR_HOST_REFUSED: {
+    message: "the request's Host is not this server's loopback address",
+    retriable: false,
+    httpStatus: 421,
+    fix: 'A server on a loopback address with no bearer token answers only requests addressed to loopback (Host localhost, 127.0.0.1 or [::1]), so that a web page cannot reach it by a DNS name that resolves to 127.0.0.1 (DNS rebinding). Send the request to http://127.0.0.1:<port>, or start the server with --token (CONTINUITY_INGEST_TOKEN) and send the token.',
   },
 } as const satisfies Record<string, ErrorSpec>;
 

@@ -379,3 +379,23 @@ export async function closeWithin(app: { close(): PromiseLike<unknown>; server: 
     clearTimeout(deadline);
   }
 }
+
+/** True for a host name or address that only this machine reaches: localhost (and *.localhost), 127.0.0.0/8, ::1; brackets allowed. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  return h === 'localhost' || h.endsWith('.localhost') || /^127(\.\d{1,3}){3}$/.test(h) || h === '::1' || h === '0:0:0:0:0:0:0:1';
+}
+
+/**
+ * For a server on a loopback address with no bearer token: the error for a request
+ * whose `Host` header names anything but loopback, a page's DNS name resolved to
+ * 127.0.0.1 (DNS rebinding; the MCP transport spec asks local servers to guard against
+ * it the same way). No Host (HTTP/1.0) is let through: a browser always sends one.
+ * @returns CONT_ERR_HOST_REFUSED (421, RFC 9110 §15.5.20), or undefined when the Host is loopback or absent.
+ */
+export function foreignHostError(hostHeader: string | undefined): ContinuityError | undefined {
+  if (hostHeader === undefined || hostHeader === '') return undefined;
+  const name = hostHeader.startsWith('[') ? hostHeader.slice(0, hostHeader.indexOf(']') + 1) : hostHeader.replace(/:\d*$/, '');
+  if (isLoopbackHost(name)) return undefined;
+  return new ContinuityError('CONT_ERR_HOST_REFUSED', `Host ${JSON.stringify(hostHeader.slice(0, 200))}`, { details: { host: hostHeader.slice(0, 200) } });
+}

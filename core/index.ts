@@ -17,6 +17,8 @@ export {
   createBearerCheck,
   unauthorized,
   decodeUtf8Body,
+  foreignHostError,
+  isLoopbackHost,
   JsonBodyError,
   mediaTypeOf,
   parseJsonBody,

@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { ServerEndpoints } from '../../api/index.ts';
-import { ensureDeploymentKey } from '../../core/index.ts';
+import { ensureDeploymentKey, isLoopbackHost } from '../../core/index.ts';
 import { startCompaction } from '../../store/index.ts';
 import { configFrom, listenError, openCommandStore, portFlag } from '../context.ts';
 import { STILL_RUNNING, untilSignal } from '../signals.ts';
@@ -110,10 +110,4 @@ export function registerServe(program: Command): void {
       if (store.statements > 0) process.stderr.write(STILL_RUNNING);
       if (error) throw error;
     });
-}
-
-/** True for a host name or address that only this machine reaches: localhost, 127.0.0.0/8, ::1. */
-export function isLoopbackHost(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
-  return h === 'localhost' || h.endsWith('.localhost') || /^127(\.\d{1,3}){3}$/.test(h) || h === '::1' || h === '0:0:0:0:0:0:0:1';
 }

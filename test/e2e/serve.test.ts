@@ -1,5 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createHmac, randomUUID } from 'node:crypto';
+import { request as httpRequest } from 'node:http';
 import { Socket } from 'node:net';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -241,6 +242,23 @@ describe('continuity serve on a new data directory without CONTINUITY_HASH_KEY',
       expect(s.out.split('\n').find((l) => l.startsWith('deployment hash key'))).toBe(`deployment hash key: ${dir}/hash.key (give the MCP collector its contents as hashKey; imports into this directory use it)`);
       const key = readFileSync(join(dir, 'hash.key'), 'utf8').trim();
       expect(key).toMatch(/^[0-9a-f]{64}$/);
+      // tokenless on loopback: a request addressed to another name (DNS rebinding) is refused, loopback's answered
+      const withHost = (host: string) =>
+        new Promise<{ status: number; body: string }>((resolve, reject) => {
+          const u = new URL(`${s.url}/api/queries`);
+          const req = httpRequest({ host: u.hostname, port: u.port, path: u.pathname, headers: { host } }, (res) => {
+            let body = '';
+            res.on('data', (c: Buffer) => (body += c.toString('utf8')));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          });
+          req.on('error', reject);
+          req.end();
+        });
+      const foreign = await withHost('rebound.example:80');
+      expect(foreign.status).toBe(421);
+      expect(JSON.parse(foreign.body)).toMatchObject({ code: 'CONT_ERR_HOST_REFUSED' });
+      expect((await withHost(new URL(s.url).host)).status).toBe(200);
+      expect((await withHost(`localhost:${new URL(s.url).port}`)).status).toBe(200);
       s.proc.kill('SIGTERM');
       expect(await waitForExit(s.proc, 30_000), s.err).toBe(true);
       // `continuity hash` (which never makes a key) now hashes with that one
