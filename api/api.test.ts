@@ -62,7 +62,7 @@ describe('GET /api/queries', () => {
 
 describe('/api/canary', () => {
   const post = (payload: unknown, headers: Record<string, string> = auth) =>
-    server.app.inject({ method: 'POST', url: '/api/canary', headers: { ...headers, 'content-type': 'application/json' }, payload: JSON.stringify(payload) });
+    server.app.inject({ method: 'POST', url: '/api/canary', headers: { ...headers, 'content-type': 'application/json' }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
 
   it('is the canary report of `continuity canary`, its verdict and exit code in headers, in json, md or html', async () => {
     const expected = await buildCanaryReport(t.store, { deploy: 'latest' });
@@ -99,6 +99,8 @@ describe('/api/canary', () => {
       [{ deploy: 'latest', gates: { proxy_5xx_in_gap: { max: -1 } } }, /field proxy_5xx_in_gap\.max/],
       [{ deploy: 'latest', format: 'pdf' }, /format: /],
       [{ deploy: 'latest', extra: 1 }, /extra/],
+      [`{"deploy":"latest","gates":{"proxy_5xx_in_gap":{"max":${'['.repeat(5000)}${']'.repeat(5000)}}}}`, /nested too deep|proxy_5xx_in_gap\.max/],
+      [{ deploy: 'latest', gates: Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, 1])) }, /over 65536 bytes/],
     ] as const) {
       const res = await post(payload);
       expect(res.statusCode, JSON.stringify(payload)).toBe(400);

@@ -57,6 +57,19 @@ const CanaryBody = z
   })
   .strict();
 
+/**
+ * A request's gates object as the text of a gates file.
+ * @throws ContinuityError CONT_ERR_BAD_REQUEST when it nests too deep to write out (a
+ *   break-it pass got 500 from 200,000 levels).
+ */
+function gatesText(gates: unknown): string {
+  try {
+    return JSON.stringify(gates);
+  } catch {
+    throw new ContinuityError('CONT_ERR_BAD_REQUEST', 'gates: nested too deep; a gates object maps each gate to its thresholds');
+  }
+}
+
 /** Content type of each canary format. */
 const CANARY_TYPES: Readonly<Record<CanaryFormat, string>> = {
   json: 'application/json; charset=utf-8',
@@ -177,7 +190,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
         environment: b.environment,
         mcpPaths: options.queryDefaults?.mcpPaths,
         remintWindowS: options.queryDefaults?.remintWindowS,
-        gates: b.gates === undefined ? undefined : parseGates(JSON.stringify(b.gates), 'gates.json'),
+        gates: b.gates === undefined ? undefined : parseGates(gatesText(b.gates), 'gates.json'),
       };
     } catch (err) {
       // a bad duration or gates object is the request's fault: 400, not the configuration's 500

@@ -132,3 +132,10 @@ export function listenError(err: unknown, host: string, port: number): unknown {
   }
   return err;
 }
+
+/**
+ * The exit status of a command whose standard output could not be written (cli/main.ts):
+ * 1, a failure, unless the command sets another (`canary`: 2, cannot evaluate, since its
+ * 1 says a gate failed).
+ */
+export const outputFailure = { exitCode: 1 };

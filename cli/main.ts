@@ -13,7 +13,7 @@ import { registerGateway } from './commands/gateway.ts';
 import { registerStatus } from './commands/status.ts';
 import { registerCanary } from './commands/canary.ts';
 import { registerCompact } from './commands/compact.ts';
-import { reportError } from './context.ts';
+import { outputFailure, reportError } from './context.ts';
 
 const program = new Command('continuity')
   .description('MCP session-continuity analytics: import proxy logs and server events, query restarts, refused misses, re-mints and auth challenges.')
@@ -46,7 +46,8 @@ registerDev(program);
 // the shell's own tools take quietly too; what stderr cannot say is dropped.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   if (err.code === 'EPIPE') return;
-  process.exitCode = 1;
+  // (canary: 2, cannot evaluate; its 1 means a gate failed, and a pipeline rolls back on it)
+  process.exitCode = outputFailure.exitCode;
   try {
     process.stderr.write(`continuity: the output could not be written (${err.code ?? err.message})\n`);
   } catch {

@@ -755,7 +755,7 @@ describe('the sessions that kept working across the deploy (the sessions_across 
     const unscoped = await buildCanaryReport(t.store, { deploy: 'boot-pass-27' });
     // several services restart in this store: the report is scoped to the deploy's service, and says so
     expect(unscoped.scope).toEqual({ service: 'pass', environment: '' });
-    expect(unscoped.notes.filter((n) => n.startsWith('The store holds restarts of several services'))).toEqual([
+    expect(unscoped.notes.filter((n) => n.startsWith('The store holds events of several services'))).toEqual([
       expect.stringContaining('and no --service was given: the gates count the deploy\'s service, "pass" (--service names another scope).'),
     ]);
     const q = unscoped.bounds[0]!.queries.find((x) => x.name === 'check:sessions_across')!;

@@ -1,6 +1,6 @@
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { extname } from 'node:path';
-import { parseDocument } from 'yaml';
+import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError, isContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
@@ -150,6 +150,9 @@ export const GatesFileSchema = z.strictObject({
  *   (`details.file`, `details.fields`).
  */
 export function parseGates(text: string, file: string): GatesConfig {
+  if (Buffer.byteLength(text) > GATES_MAX_BYTES) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: over ${GATES_MAX_BYTES} bytes; a gates file holds a few thresholds`, { details: { file, fields: [] } });
+  }
   let raw: unknown;
   const isJson = extname(file).toLowerCase() === '.json';
   // A byte order mark is not part of the text (RFC 8259 §8.1 lets a parser ignore it;
@@ -162,10 +165,13 @@ export function parseGates(text: string, file: string): GatesConfig {
     if (isJson) JSON.parse(text);
     // (warnings, such as an unknown tag `!foo`, are errors here: the parser printed them
     // raw on stderr as a Node warning and kept the value as a string; a break-it pass)
-    const doc = parseDocument(text, { logLevel: 'silent' });
-    const problem = doc.errors[0] ?? doc.warnings[0];
+    const docs = parseAllDocuments(text, { logLevel: 'silent' });
+    // (one document: a second after `---` was dropped silently; a break-it pass)
+    if (Array.isArray(docs) && docs.length > 1) throw new Error(`${docs.length} documents (separated by ---); a gates file is one`);
+    const doc = Array.isArray(docs) ? docs[0] : undefined;
+    const problem = doc?.errors[0] ?? doc?.warnings[0];
     if (problem) throw problem;
-    raw = doc.toJS();
+    raw = doc?.toJS() ?? null;
   } catch (err) {
     const what = isJson ? 'JSON' : 'YAML';
     throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: not valid ${what}: ${firstLine((err as Error).message)}`, {
@@ -194,8 +200,10 @@ export function parseGates(text: string, file: string): GatesConfig {
         return { field, message: k === undefined ? i.message : `unknown field (gates: ${GATE_IDS.join(', ')})` };
       });
     });
-    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: ${issues.map((i) => `field ${i.field}: ${i.message}`).join('; ')}`, {
-      details: { file, fields: issues.map((i) => i.field), issues },
+    const listed = issues.slice(0, 10).map((i) => `field ${i.field}: ${i.message}`);
+    if (issues.length > 10) listed.push(`and ${issues.length - 10} more`);
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: ${listed.join('; ')}`, {
+      details: { file, fields: issues.slice(0, 10).map((i) => i.field), issues: issues.slice(0, 10) },
     });
   }
   const f = parsed.data;
@@ -261,6 +269,13 @@ export function loadGatesFile(file: string, stdinFd?: number): GatesConfig {
   try {
     fd = file === '-' ? stdinFd : openSync(file, 'r');
     if (fd === undefined) throw Object.assign(new Error('standard input is not open to this command'), { code: 'EBADF' });
+    // standard input by another name (/dev//stdin, a link to it): the file opened is the
+    // command's fd 0, which bin/continuity.mjs made /dev/null (a break-it pass: read as empty)
+    if (file !== '-' && sameFile(fd, 0)) {
+      throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: this is the command's standard input, which it does not read by a name; give --gates - to read the gates from standard input`, {
+        details: { file, fields: [] },
+      });
+    }
     // at most GATES_MAX_BYTES: a device or a large file named by mistake (/dev/zero) made
     // the engine's process abort on an allocation (exit 134; a break-it pass)
     const buf = Buffer.alloc(GATES_MAX_BYTES + 1);
@@ -282,8 +297,23 @@ export function loadGatesFile(file: string, stdinFd?: number): GatesConfig {
   return parseGates(text, file === '-' ? 'standard input' : file);
 }
 
-/** The most a gates file may hold, bytes. */
-const GATES_MAX_BYTES = 1 << 20;
+/** True when descriptors `a` and `b` are open on the same file (device and inode); false when either is not open. */
+function sameFile(a: number, b: number): boolean {
+  try {
+    const x = fstatSync(a);
+    const y = fstatSync(b);
+    return x.dev === y.dev && x.ino === y.ino;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The most a gates file may hold, bytes. A gates file holds a few thresholds; the YAML
+ * parser's check for repeated keys grows with the square of a mapping's keys (80,000
+ * keys in 869 KB took 46 s: a break-it pass), so the cap is small.
+ */
+const GATES_MAX_BYTES = 64 << 10;
 /** Names of standard input that a command without `-` does not have open (bin/continuity.mjs gives it /dev/null). */
 const STDIN_PATHS = new Set(['/dev/stdin', '/dev/fd/0', '/proc/self/fd/0']);
 
@@ -688,8 +718,13 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Canary
   // pass). Not where some events carry no service (a proxy log imported without
   // --service beside labelled server events): a service filter would drop that
   // evidence, which restart_rows.sql pairs with any service, so all are counted.
-  if (restartServices.length > 1) {
-    const several = `The store holds restarts of several services (${restartServices.join(', ')}) and no --service was given`;
+  // (the services the store holds events of, not only those that restart: a service with
+  // traffic and no restart of its own failed another's deploy on its 401s; a break-it pass)
+  const storeServices = scope.service ? [] : ((await store.query<{ s: string[] }>("SELECT arraySort(groupUniqArray(21)(service)) AS s FROM events WHERE service != ''"))[0]?.s ?? []);
+  const services = [...new Set([...restartServices, ...storeServices])].sort();
+  if (!scope.service && services.length > 1) {
+    const named = services.length > 20 ? `${services.slice(0, 20).join(', ')}, …` : services.join(', ');
+    const several = `The store holds events of several services (${named}) and no --service was given`;
     const unlabelled = deploy.service !== '' && (await store.query<{ n: number }>("SELECT count() AS n FROM (SELECT 1 FROM events WHERE service = '' LIMIT 1)")).some((r) => Number(r.n) > 0);
     if (deploy.service && !unlabelled) {
       scope.service = deploy.service;

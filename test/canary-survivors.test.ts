@@ -75,7 +75,7 @@ describe('the sessions that kept working across a deploy, by service', () => {
       expect(await survivors(r), service).toBe(1);
       // several services restart here, but the proxy log is unlabelled: not scoped to the deploy's service
       expect(r.scope.service, service).toBe('');
-      expect(r.notes.filter((n) => n.startsWith('The store holds restarts of several services')), service).toEqual([
+      expect(r.notes.filter((n) => n.startsWith('The store holds events of several services')), service).toEqual([
         expect.stringMatching(/and no --service was given, and some events carry no service \(imported without --service\), which a service filter would leave out: the gates count events of all of them\.$/),
       ]);
     }

@@ -1,5 +1,5 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -45,6 +45,51 @@ beforeAll(async () => {
   const events = join(files, 'events.jsonl');
   writeFileSync(events, [...passingDeploy(), ...failingDeploy(), ...authDeploy()].map((e) => JSON.stringify(e)).join('\n') + '\n');
   await run(process.execPath, ['--import', 'tsx', LOADER, store, events]);
+});
+
+describe('continuity canary, break-it cases', () => {
+  it('--url: a 200 without the canary headers is no report (exit 2, not a pass); a report it could not write is exit 2, not 1', async () => {
+    const { createServer } = await import('node:http');
+    const fake = createServer((_req, res) => {
+      res.writeHead(200, { 'content-type': 'text/markdown' });
+      res.end('# PASS whatever\n');
+    });
+    await new Promise<void>((resolve) => fake.listen(0, '127.0.0.1', resolve));
+    try {
+      const port = (fake.address() as { port: number }).port;
+      const r = await continuity(['canary', '--deploy', 'latest', '--url', `http://127.0.0.1:${port}`], store);
+      expect(r.code).toBe(2);
+      expect(r.stderr).toContain('CONT_ERR_STORE_UNAVAILABLE');
+      expect(r.stderr).toContain('without a canary report');
+    } finally {
+      await new Promise<void>((resolve) => fake.close(() => resolve()));
+    }
+    const env: NodeJS.ProcessEnv = { ...process.env };
+    delete env.CLICKHOUSE_URL;
+    delete env.CONTINUITY_DATA_DIR;
+    const full = openSync('/dev/full', 'w');
+    try {
+      const passing = spawnSync(process.execPath, [BIN, '--data-dir', store, 'canary', '--deploy', 'v2', '--service', 'pass'], { env, stdio: ['ignore', full, 'pipe'], encoding: 'utf8', timeout: 120_000 });
+      expect(passing.status, passing.stderr).toBe(2);
+      expect(passing.stderr).toContain('the output could not be written (ENOSPC)');
+    } finally {
+      closeSync(full);
+    }
+  });
+
+  it('without --service, a store of two services, one of them never restarting: the deploy’s service only (newcomer pass: another’s 401s failed it)', async () => {
+    const dir = freshDir();
+    const CAPTURES = new URL('./fixtures/captures/', import.meta.url).pathname;
+    for (const [name, service] of [['caddy-sdk-restart', 'svc-a'], ['caddy-sdk-auth', 'svc-b']] as const) {
+      const imported = await continuity(['import', 'caddy', `${CAPTURES}${name}/caddy-access.log`, '--errors', `${CAPTURES}${name}/caddy-error.log`, '--service', service], dir);
+      expect(imported.code, imported.stderr).toBe(0);
+    }
+    const r = await continuity(['canary', '--deploy', 'latest', '--format', 'json'], dir);
+    const report = JSON.parse(r.stdout) as { scope: { service: string }; notes: string[]; gates: Array<{ id: string; value: number | null }> };
+    expect(report.scope.service).toBe('svc-a');
+    expect(report.notes).toContain('The store holds events of several services (svc-a, svc-b) and no --service was given: the gates count the deploy\'s service, "svc-a" (--service names another scope).');
+    expect(report.gates.find((g) => g.id === 'invalid_token_rate')!.value).toBe(0);
+  });
 });
 
 describe('continuity canary', () => {
@@ -130,12 +175,17 @@ describe('continuity canary', () => {
     });
     expect(devStdin.status).toBe(2);
     expect(devStdin.stderr).toContain('gates file /dev/stdin: standard input is not open to this command by that name; give --gates - to read the gates from standard input');
-    // a file that refers to itself, and one far too large for a gates file: coded errors, no crash
+    // a file that refers to itself, one far too large for a gates file, two documents, and
+    // standard input by another name: coded errors, no crash, no silent defaults
     const cyclic = join(files, 'cyclic.yaml');
     writeFileSync(cyclic, 'a: &a [*a]\n');
+    const twoDocs = join(files, 'two-docs.yaml');
+    writeFileSync(twoDocs, 'proxy_5xx_in_gap: { max: 3 }\n---\nproxy_5xx_in_gap: { max: 0 }\n');
     for (const [path, words] of [
       [cyclic, 'field a.0: not a number, boolean or mapping'],
-      ['/dev/zero', 'over 1048576 bytes'],
+      ['/dev/zero', 'over 65536 bytes'],
+      [twoDocs, '2 documents (separated by ---); a gates file is one'],
+      ['/dev//stdin', "this is the command's standard input"],
     ] as const) {
       const r = await continuity(['canary', '--deploy', 'latest', '--service', 'auth', '--gates', path, '--format', 'json'], store);
       expect(r.code, path).toBe(2);

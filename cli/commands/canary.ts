@@ -10,7 +10,7 @@ import {
   renderCanary,
   type CanaryFormat,
 } from '../../reports/index.ts';
-import { configFrom, reportError, withStore } from '../context.ts';
+import { configFrom, outputFailure, reportError, withStore } from '../context.ts';
 
 interface CanaryFlags {
   deploy?: string;
@@ -76,6 +76,8 @@ export function registerCanary(program: Command): void {
     })
     .action(async (opts: CanaryFlags, cmd: Command) => {
       // Every error means the deploy could not be judged: exit 2, never 1 (1 is a failed gate).
+      // So is a report that could not be written (a full disk: a break-it pass got 1).
+      outputFailure.exitCode = 2;
       try {
         if (!opts.deploy?.trim()) throw new ContinuityError('CONT_ERR_CONFIG', '--deploy is required: a release, a boot_id, latest, or a time');
         if (!CANARY_FORMATS.includes(opts.format as CanaryFormat)) {
@@ -158,9 +160,22 @@ async function askServe(base: string, token: string | undefined, body: Record<st
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
     throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url.origin}: ${cause?.code ?? cause?.message ?? (err as Error).message} (is continuity serve running there?)`, { cause: err });
   }
-  const text = await res.text();
-  const exitCode = Number(res.headers.get('x-continuity-exit-code'));
-  if (res.ok && [0, 1, 2].includes(exitCode)) return { body: text, exitCode };
+  let text: string;
+  try {
+    text = await readCapped(res, ANSWER_MAX_BYTES);
+  } catch (err) {
+    if (isContinuityError(err)) throw err;
+    throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url.origin}: the answer was cut off (${(err as Error).message})`, { cause: err });
+  }
+  // A report only with both headers, agreeing, and (json) a document that says the same:
+  // any server answering 200 would otherwise pass every deploy (a break-it pass: no
+  // header read as exit 0).
+  const verdictHeader = res.headers.get('x-continuity-verdict');
+  const codeHeader = res.headers.get('x-continuity-exit-code');
+  const exitCode = codeHeader !== null && /^[012]$/.test(codeHeader) ? Number(codeHeader) : undefined;
+  if (res.ok && exitCode !== undefined && VERDICT_EXIT[verdictHeader ?? ''] === exitCode && jsonAgrees(body.format, text, verdictHeader!, exitCode)) {
+    return { body: text, exitCode };
+  }
   let coded: { code?: string; message?: string } = {};
   try {
     coded = JSON.parse(text) as typeof coded;
@@ -175,6 +190,37 @@ async function askServe(base: string, token: string | undefined, body: Record<st
     throw new ContinuityError(code, `${detail ?? ''} (${url.origin} answered ${res.status})`, { details: { status: res.status } });
   }
   throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url.origin} answered ${res.status} without a canary report: ${text.slice(0, 200)}`, { details: { status: res.status } });
+}
+
+/** The exit code of each verdict (reports/canary.ts). */
+const VERDICT_EXIT: Readonly<Record<string, number>> = { pass: 0, fail: 1, cannot_evaluate: 2 };
+/** The most of an answer `--url` reads, bytes: a report is tens of KB. */
+const ANSWER_MAX_BYTES = 32 << 20;
+
+/** With `--format json`, the document's verdict and exit code are the headers'. */
+function jsonAgrees(format: unknown, text: string, verdict: string, exitCode: number): boolean {
+  if (format !== 'json') return true;
+  try {
+    const doc = JSON.parse(text) as { verdict?: unknown; exit_code?: unknown };
+    return doc.verdict === verdict && doc.exit_code === exitCode;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The body of `res` as text, at most `max` bytes.
+ * @throws ContinuityError CONT_ERR_STORE_UNAVAILABLE over `max`; the stream's error when it is cut.
+ */
+async function readCapped(res: Response, max: number): Promise<string> {
+  const chunks: Buffer[] = [];
+  let n = 0;
+  for await (const chunk of res.body ?? []) {
+    n += (chunk as Uint8Array).length;
+    if (n > max) throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `the answer is over ${max} bytes: no canary report is that long`);
+    chunks.push(Buffer.from(chunk as Uint8Array));
+  }
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 /** True when the data directory was named (`--data-dir` or CONTINUITY_DATA_DIR), not the default. */

@@ -535,7 +535,8 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
   let hash: KeyedHasher;
   if (options.hasher) hash = options.hasher;
   else {
-    const text = options.hashKey;
+    // (trimmed: <data-dir>/hash.key ends with a newline, and its contents are what the docs say to give)
+    const text = typeof options.hashKey === 'string' ? options.hashKey.trim() : options.hashKey;
     if (typeof text === 'string' && !/^(?:[0-9a-fA-F]{2})+$/.test(text)) throw configError('hashKey text must be hex (like CONTINUITY_HASH_KEY)');
     const key = typeof text === 'string' ? Buffer.from(text, 'hex') : text;
     if (!key || key.length < 16) throw configError('hashKey (at least 16 bytes: 32+ hex characters or a Buffer) or hasher is required');

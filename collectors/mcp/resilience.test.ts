@@ -194,6 +194,10 @@ describe('collectors/mcp never hurts the host', () => {
       expect(isContinuityError(err, 'CONT_ERR_CONFIG')).toBe(true);
     }
     expect(() => createMcpCollector({ hashKey: HASH_KEY, service: { name: 'x' }, otlp: { url: 'not a url' } })).toThrow();
+    // <data-dir>/hash.key's contents as read (a trailing newline) are the key; other text is not
+    const fromFile = createMcpCollector({ hashKey: `${HASH_KEY}\n`, service: { name: 'x' }, otlp: { url: 'http://127.0.0.1:9/v1/logs' } });
+    await fromFile.shutdown({ drainTimeoutMs: 0 });
+    expect(() => createMcpCollector({ hashKey: `${HASH_KEY}zz`, service: { name: 'x' } })).toThrow(/hashKey text must be hex/);
     const fx = await startFixture();
     try {
       fx.collector.recordRemint({ staleSessionId: 'a', replacementSessionId: 'b', mode: 'nonsense' as never, outcome: 'created' });
