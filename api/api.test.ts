@@ -99,8 +99,9 @@ describe('/api/canary', () => {
       [{ deploy: 'latest', gates: { proxy_5xx_in_gap: { max: -1 } } }, /field proxy_5xx_in_gap\.max/],
       [{ deploy: 'latest', format: 'pdf' }, /format: /],
       [{ deploy: 'latest', extra: 1 }, /extra/],
-      [`{"deploy":"latest","gates":{"proxy_5xx_in_gap":{"max":${'['.repeat(5000)}${']'.repeat(5000)}}}}`, /nested too deep|proxy_5xx_in_gap\.max/],
-      [{ deploy: 'latest', gates: Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, 1])) }, /over 65536 bytes/],
+      [`{"deploy":"latest","gates":{"proxy_5xx_in_gap":{"max":${'['.repeat(5000)}${']'.repeat(5000)}}}}`, /^the request is malformed: gates: field proxy_5xx_in_gap\.max: /],
+      // (500,000 keys once froze serve for minutes: the problems listed are the first ten)
+      [{ deploy: 'latest', gates: Object.fromEntries(Array.from({ length: 200_000 }, (_, i) => [`k${i}`, 1])) }, /^the request is malformed: gates: field k0: unknown field .*; and 199990 more$/],
     ] as const) {
       const res = await post(payload);
       expect(res.statusCode, JSON.stringify(payload)).toBe(400);

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
 import { NAMED_QUERIES, bindParams, getQuery, paramDefaults, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { tsvTable } from '../core/table.ts';
-import { buildCanaryReport, buildContinuityReport, CANARY_FORMATS, parseDuration, parseGates, renderCanary, type CanaryFormat } from '../reports/index.ts';
+import { buildCanaryReport, buildContinuityReport, CANARY_FORMATS, gatesFromData, parseDuration, renderCanary, type CanaryFormat } from '../reports/index.ts';
 import type { Store } from '../store/index.ts';
 
 /** Options of {@link apiRoutes}. */
@@ -56,19 +56,6 @@ const CanaryBody = z
     gates: z.unknown().optional(),
   })
   .strict();
-
-/**
- * A request's gates object as the text of a gates file.
- * @throws ContinuityError CONT_ERR_BAD_REQUEST when it nests too deep to write out (a
- *   break-it pass got 500 from 200,000 levels).
- */
-function gatesText(gates: unknown): string {
-  try {
-    return JSON.stringify(gates);
-  } catch {
-    throw new ContinuityError('CONT_ERR_BAD_REQUEST', 'gates: nested too deep; a gates object maps each gate to its thresholds');
-  }
-}
 
 /** Content type of each canary format. */
 const CANARY_TYPES: Readonly<Record<CanaryFormat, string>> = {
@@ -190,11 +177,12 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
         environment: b.environment,
         mcpPaths: options.queryDefaults?.mcpPaths,
         remintWindowS: options.queryDefaults?.remintWindowS,
-        gates: b.gates === undefined ? undefined : parseGates(gatesText(b.gates), 'gates.json'),
+        // (validated as data: the body is parsed JSON already)
+        gates: b.gates === undefined ? undefined : gatesFromData(b.gates, 'gates', 'request body'),
       };
     } catch (err) {
       // a bad duration or gates object is the request's fault: 400, not the configuration's 500
-      if (isContinuityError(err) && err.code === 'CONT_ERR_CONFIG') throw new ContinuityError('CONT_ERR_BAD_REQUEST', err.message, { cause: err, details: err.details });
+      if (isContinuityError(err) && err.code === 'CONT_ERR_CONFIG') throw new ContinuityError('CONT_ERR_BAD_REQUEST', err.detail ?? err.message, { cause: err, details: err.details });
       throw err;
     }
     const report = await buildCanaryReport(store, judged);

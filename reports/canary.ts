@@ -179,17 +179,30 @@ export function parseGates(text: string, file: string): GatesConfig {
       details: { file, fields: [] },
     });
   }
-  if (raw === null || raw === undefined) raw = {};
   // A YAML tag can make a value that JSON has no word for (!!binary a Buffer,
   // !!timestamp a Date, !!set a Set): the schema then listed every method of a Buffer
   // as an unknown field (16 KB of error; a break-it pass). Name the field instead.
-  const odd = notPlainData(raw, []);
+  const odd = notPlainData(raw ?? {}, []);
   if (odd !== undefined) {
     const field = odd.join('.') || '(top level)';
     throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: field ${field}: not a number, boolean or mapping (a YAML tag such as !!binary or !!timestamp, or an alias to a node that holds it, made it something else)`, {
       details: { file, fields: [field] },
     });
   }
+  return gatesFromData(raw, `gates file ${file}`, file);
+}
+
+/**
+ * Validates gate thresholds already read as plain data (a gates file's document, or the
+ * parsed `gates` object of a `POST /api/canary` body) and merges them over the defaults.
+ * @param raw the data; null or undefined keeps every default.
+ * @param what names the source in errors (`gates file x.yaml`, `gates`).
+ * @param file `details.file` of an error.
+ * @returns the frozen thresholds.
+ * @throws ContinuityError CONT_ERR_CONFIG naming each bad field (at most 10; `details.fields`).
+ */
+export function gatesFromData(raw: unknown, what: string, file: string): GatesConfig {
+  if (raw === null || raw === undefined) raw = {};
   const parsed = GatesFileSchema.safeParse(raw);
   if (!parsed.success) {
     const issues = parsed.error.issues.flatMap((i) => {
@@ -202,7 +215,7 @@ export function parseGates(text: string, file: string): GatesConfig {
     });
     const listed = issues.slice(0, 10).map((i) => `field ${i.field}: ${i.message}`);
     if (issues.length > 10) listed.push(`and ${issues.length - 10} more`);
-    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: ${listed.join('; ')}`, {
+    throw new ContinuityError('CONT_ERR_CONFIG', `${what}: ${listed.join('; ')}`, {
       details: { file, fields: issues.slice(0, 10).map((i) => i.field), issues: issues.slice(0, 10) },
     });
   }
@@ -612,11 +625,6 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Canary
   // before the deploy. Anything else (a proxy-inferred deploy, an unknown one, no
   // restart at all) reads `restarts` over the whole store, as before.
   const resolved = await resolveServerDeploy(store, requested, common, afterS);
-  // the services with a restart, when no --service was given (the scope is decided once the deploy is known)
-  let restartServices: string[] = [];
-  const noteServices = (services: string[]) => {
-    if (!scope.service) restartServices = services;
-  };
   let deployRow: RestartRow;
   let previousAt: number | null;
   let next: NextRestart | null;
@@ -629,7 +637,6 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Canary
   }
   if (resolved) {
     ({ row: deployRow, previousAt, next } = resolved);
-    noteServices(resolved.services);
     if (resolved.sameRelease.length > 1) {
       notes.push(
         `Release ${JSON.stringify(requested)} was deployed ${resolved.sameRelease.length} times (${resolved.sameRelease.map((b) => b.boot_id).join(', ')}, oldest first): this report judges the latest; name another by its boot_id.`,
@@ -638,7 +645,6 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Canary
   } else {
     // a proxy restart with no up_at at its down_from
     const restarts = inTimeOrder((await runQuery<RestartRow>(store, 'restarts', common)).slice(), at);
-    noteServices([...new Set(restarts.map((r) => r.service).filter(Boolean))]);
     if (restarts.length === 0) {
       const forService = scope.service ? ` for service ${JSON.stringify(scope.service)}` : '';
       const paths = await checkPaths(common, `in the store${forService}`);
@@ -713,19 +719,23 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Canary
     up_at: deployRow.up_at === null ? null : isoMicros(storeTimeToMicros(deployRow.up_at)),
     downtime_s: deployRow.downtime_s === null ? null : num(deployRow.downtime_s),
   };
-  // Several services restart in this store and no --service was given: the gates count
-  // the deploy's service (one service's deploy failed on another's 401s: a newcomer
-  // pass). Not where some events carry no service (a proxy log imported without
-  // --service beside labelled server events): a service filter would drop that
-  // evidence, which restart_rows.sql pairs with any service, so all are counted.
-  // (the services the store holds events of, not only those that restart: a service with
-  // traffic and no restart of its own failed another's deploy on its 401s; a break-it pass)
-  const storeServices = scope.service ? [] : ((await store.query<{ s: string[] }>("SELECT arraySort(groupUniqArray(21)(service)) AS s FROM events WHERE service != ''"))[0]?.s ?? []);
-  const services = [...new Set([...restartServices, ...storeServices])].sort();
-  if (!scope.service && services.length > 1) {
+  // The store holds events of several services and no --service was given: the gates
+  // count the deploy's service (one service's deploy failed on another's 401s, that
+  // service never restarting: a newcomer pass). Not where some events carry no service
+  // (a proxy log imported without --service beside labelled server events): a service
+  // filter would drop that evidence, which restart_rows.sql pairs with any service, so
+  // all are counted.
+  // (one read: the services, at most 21, and whether any event has none)
+  const [labels] = scope.service
+    ? []
+    : await store.query<{ s: string[]; unlabelled: number }>(
+        "SELECT arraySort(groupUniqArrayIf(21)(service, service != '')) AS s, toUInt8(countIf(service = '') > 0) AS unlabelled FROM events",
+      );
+  const services = labels?.s ?? [];
+  if (services.length > 1) {
     const named = services.length > 20 ? `${services.slice(0, 20).join(', ')}, …` : services.join(', ');
     const several = `The store holds events of several services (${named}) and no --service was given`;
-    const unlabelled = deploy.service !== '' && (await store.query<{ n: number }>("SELECT count() AS n FROM (SELECT 1 FROM events WHERE service = '' LIMIT 1)")).some((r) => Number(r.n) > 0);
+    const unlabelled = deploy.service !== '' && Number(labels?.unlabelled) > 0;
     if (deploy.service && !unlabelled) {
       scope.service = deploy.service;
       common.service = deploy.service;
@@ -890,8 +900,7 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Canary
  * of that range: the life of the boot that ended and the deploy window, which the
  * gates read too.
  * @returns the row, the time of the service's restart before it (µs; null: none, so
- *   the life range starts at the epoch), the services with a restart (the server
- *   restarts, and the proxy restarts of that range) and the restarts of the release
+ *   the life range starts at the epoch) and the restarts of the release
  *   when `requested` named one (oldest first); `{ ambiguous }` (each service's latest
  *   restart of the release) when it named a release that restarts of several services
  *   have; null when no server restart matches `requested` (the caller reads
@@ -907,7 +916,6 @@ async function resolveServerDeploy(
   | {
       row: RestartRow;
       previousAt: number | null;
-      services: string[];
       sameRelease: Array<{ service: string; boot_id: string }>;
       next: NextRestart | null;
     }
@@ -936,7 +944,7 @@ async function resolveServerDeploy(
   const rows = await runQuery<RestartRow>(store, 'restarts', params);
   const row = rows.find((r) => r.source === 'server' && r.service === pick.service && r.boot_id === pick.boot_id);
   if (!row) return null;
-  return { row, previousAt, services: [...new Set([...list.map((b) => b.service), ...rows.map((r) => r.service)].filter(Boolean))], sameRelease, next };
+  return { row, previousAt, sameRelease, next };
 }
 
 /** The service's restart after the deploy: its boot_id ('' for a proxy-inferred one) and down_from (µs). */
@@ -1417,7 +1425,7 @@ function cmd(name: string, params: Record<string, string | number>): string {
  * double quotes when nothing in it is special inside them (SQL with '…' literals
  * stays readable), else single quotes.
  */
-function shellQuote(s: string): string {
+export function shellQuote(s: string): string {
   if (/^[\w.,:@%+=/-]+$/.test(s)) return s;
   if (!/["$`\\!]/.test(s)) return `"${s}"`;
   return `'${s.replace(/'/g, `'\\''`)}'`;

@@ -8,6 +8,8 @@ export {
   loadGatesFile,
   parseDuration,
   parseGates,
+  gatesFromData,
+  shellQuote,
   DEFAULT_AFTER_S,
   DEFAULT_GATES,
   GATE_IDS,

@@ -8,6 +8,7 @@ import {
   loadGatesFile,
   parseDuration,
   renderCanary,
+  shellQuote,
   type CanaryFormat,
 } from '../../reports/index.ts';
 import { configFrom, outputFailure, reportError, withStore } from '../context.ts';
@@ -115,7 +116,7 @@ export function registerCanary(program: Command): void {
             remintWindowS: config.remintWindowS,
             gates,
             // a next step pasted as printed reads the same store (a newcomer pass: it read ./.continuity)
-            command: dataDirGiven(cmd) ? `continuity --data-dir ${shellWord(config.dataDir)}` : 'continuity',
+            command: dataDirGiven(cmd) ? `continuity --data-dir ${shellQuote(config.dataDir)}` : 'continuity',
           }),
           { read: true },
         );
@@ -226,9 +227,4 @@ async function readCapped(res: Response, max: number): Promise<string> {
 /** True when the data directory was named (`--data-dir` or CONTINUITY_DATA_DIR), not the default. */
 function dataDirGiven(cmd: Command): boolean {
   return Boolean((cmd.optsWithGlobals() as { dataDir?: string }).dataDir || process.env.CONTINUITY_DATA_DIR);
-}
-
-/** `s` as one POSIX shell word: as is when plain, else in single quotes. */
-function shellWord(s: string): string {
-  return /^[\w.,:@%+=/-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }

@@ -222,11 +222,7 @@ describe('continuity serve whose stderr reader has gone', () => {
       expect(r.status, r.stderr).toBe(0);
       expect(r.stdout.trim().split(/\r?\n/)).toEqual(['"n"', '3']);
     } finally {
-      if (s.proc.exitCode === null && s.proc.signalCode === null) {
-        s.proc.kill('SIGKILL');
-        await waitForExit(s.proc, 10_000);
-      }
-      rmSync(dir, { recursive: true, force: true });
+      await killAndRemove(s.proc, dir);
     }
   }, 120_000);
 });
@@ -268,11 +264,7 @@ describe('continuity serve on a new data directory without CONTINUITY_HASH_KEY',
       expect(hashed.status, hashed.stderr).toBe(0);
       expect(hashed.stdout.trim()).toBe(createHmac('sha256', Buffer.from(key, 'hex')).update('raw-session-id').digest('hex').slice(0, 32));
     } finally {
-      if (s.proc.exitCode === null && s.proc.signalCode === null) {
-        s.proc.kill('SIGKILL');
-        await waitForExit(s.proc, 10_000);
-      }
-      rmSync(dir, { recursive: true, force: true });
+      await killAndRemove(s.proc, dir);
     }
   }, 120_000);
 });
@@ -322,6 +314,15 @@ describe.runIf(process.platform === 'linux')('continuity serve with an ad hoc st
     }
   }, 120_000);
 });
+
+/** Ends `proc` (SIGKILL) if it still runs, and removes `dir`. */
+async function killAndRemove(proc: ChildProcess, dir: string): Promise<void> {
+  if (proc.exitCode === null && proc.signalCode === null) {
+    proc.kill('SIGKILL');
+    await waitForExit(proc, 10_000);
+  }
+  rmSync(dir, { recursive: true, force: true });
+}
 
 /**
  * `continuity serve` on `dir`, any free port: the process, and its URL and stderr so far.
