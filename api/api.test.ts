@@ -1,7 +1,9 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NAMED_QUERIES } from '../queries/index.ts';
-import { buildCanaryReport, parseGates } from '../reports/index.ts';
+import { buildCanaryReport, parseGates, stepCommand, type StepTarget } from '../reports/index.ts';
 import { proxyEvents, repeat, type FixtureRequest } from '../test/fixtures/proxy-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
 import { createContinuityServer, type ContinuityServer } from './index.ts';
@@ -65,7 +67,8 @@ describe('/api/canary', () => {
     server.app.inject({ method: 'POST', url: '/api/canary', headers: { ...headers, 'content-type': 'application/json' }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
 
   it('is the canary report of `continuity canary`, its verdict and exit code in headers, in json, md or html', async () => {
-    const expected = await buildCanaryReport(t.store, { deploy: 'latest' });
+    // (its next steps are requests to this API: inject's Host is localhost:80)
+    const expected = await buildCanaryReport(t.store, { deploy: 'latest', api: { base: 'http://localhost:80', token: true } });
     expect(expected.deploy).not.toBeNull(); // S1's restart, inferred from the proxy log
     const res = await post({ deploy: 'latest' });
     expect(res.statusCode, res.body).toBe(200);
@@ -80,6 +83,47 @@ describe('/api/canary', () => {
     expect(html.statusCode).toBe(200);
     expect(html.headers['content-type']).toBe('text/html; charset=utf-8');
     expect(html.body).toMatch(/^<!doctype html>/i);
+  });
+
+  it('gives its next steps as requests to this API, which answer (this process owns the store: a pasted `continuity query` would meet its lock)', async () => {
+    const res = await post({ deploy: 'latest', format: 'json' });
+    const { next } = res.json() as { next: Array<{ why: string; command: string }> };
+    expect(next.length).toBeGreaterThan(1);
+    const auth = ' -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN"';
+    for (const { command } of next) {
+      expect(command.startsWith(`curl -s${auth} `), command).toBe(true);
+      expect(command, 'the token itself is never written').not.toContain(TOKEN);
+      // the URL, as the shell passes it (double-quoted or bare: no $, `, \\ or ! in it)
+      const url = new URL(command.slice(`curl -s${auth} `.length).replace(/^"(.*)"$/, '$1'));
+      expect(url.host).toBe('localhost'); // (inject's Host, localhost:80; URL drops the default port)
+      const answer = await get(url.pathname + url.search);
+      expect(answer.statusCode, `${command}: ${answer.body}`).toBe(200);
+    }
+    expect(next.some((n) => n.command.includes('/api/queries/'))).toBe(true);
+    expect(next.at(-1)!.command).toMatch(/\/api\/report\?t_from=.*&t_to=/);
+    // without a token the commands send none
+    const tokenless = await buildCanaryReport(t.store, { deploy: 'latest', api: { base: 'http://127.0.0.1:4318/', token: false } });
+    for (const { command } of tokenless.next) expect(command, command).toMatch(/^curl -s "?http:\/\/127\.0\.0\.1:4318\/api\//);
+  });
+
+  it('writes SQL, parameters and scopes with shell-special characters so that the pasted curl gets the answer', async () => {
+    const base = await server.listen('127.0.0.1', 0);
+    // (the server answers in this process: the shell runs beside it, not blocking it)
+    const run = async (t: StepTarget) => {
+      const command = stepCommand(t, { api: { base: `${base.base}/`, token: true } });
+      const r = await promisify(execFile)('bash', ['-c', `${command} -w '\\n%{http_code}'`], { encoding: 'utf8', env: { ...process.env, CONTINUITY_INGEST_TOKEN: TOKEN }, timeout: 60_000 });
+      const lines = r.stdout.trim().split('\n');
+      return { command, status: lines.at(-1), body: lines.slice(0, -1).join('\n') };
+    };
+    const sqlStep = await run({ kind: 'sql', sql: `SELECT 'it''s $HOME \\ "quoted" !' AS x` });
+    expect(sqlStep.status, sqlStep.body).toBe('200');
+    expect(sqlStep.body).toContain('"it\'s $HOME \\\\ \\"quoted\\" !"');
+    const queryStep = await run({ kind: 'query', name: 'restarts', params: { service: `a b&c='$x'`, t_to: '2200-01-01T00:00:00Z' } });
+    expect(queryStep.status, queryStep.body).toBe('200');
+    expect(JSON.parse(queryStep.body)).toMatchObject({ query: 'restarts', params: { service: `a b&c='$x'` } });
+    const reportStep = await run({ kind: 'report', range: null, service: SERVICE, environment: '' });
+    expect(reportStep.status, reportStep.body).toBe('200');
+    expect(JSON.parse(reportStep.body)).toMatchObject({ range: { service: SERVICE } });
   });
 
   it('takes a gates object as a gates file would give it, and durations as the flags do', async () => {

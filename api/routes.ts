@@ -1,4 +1,4 @@
-import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
 import { NAMED_QUERIES, bindParams, getQuery, paramDefaults, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
@@ -160,7 +160,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
 
   // The canary report of `continuity canary`, for a pipeline while this process owns the
   // store (a newcomer pass: canary stopped with CONT_ERR_STORE_LOCKED and no route did it).
-  const canary = async (input: unknown, reply: FastifyReply): Promise<FastifyReply> => {
+  const canary = async (input: unknown, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const parsed = CanaryBody.safeParse(input);
     if (!parsed.success) {
       const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`);
@@ -179,6 +179,9 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
         remintWindowS: options.queryDefaults?.remintWindowS,
         // (validated as data: the body is parsed JSON already)
         gates: b.gates === undefined ? undefined : gatesFromData(b.gates, 'gates', 'request body'),
+        // next steps as requests to this API: this process owns the store, so a pasted
+        // `continuity query` would meet its lock (a break-it pass)
+        api: { base: `${req.protocol}://${req.host}`, token: options.bearerToken !== undefined },
       };
     } catch (err) {
       // a bad duration or gates object is the request's fault: 400, not the configuration's 500
@@ -189,8 +192,8 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     reply.header('x-continuity-verdict', report.verdict).header('x-continuity-exit-code', String(report.exit_code));
     return reply.header('content-type', CANARY_TYPES[b.format]).send(renderCanary(report, b.format));
   };
-  app.get<{ Querystring: Record<string, string | string[]> }>('/canary', async (req, reply) => canary({ ...req.query }, reply));
-  app.post('/canary', { onRequest: async (req) => assertMediaType(req.headers, ['application/json']) }, async (req, reply) => canary(req.body, reply));
+  app.get<{ Querystring: Record<string, string | string[]> }>('/canary', async (req, reply) => canary({ ...req.query }, req, reply));
+  app.post('/canary', { onRequest: async (req) => assertMediaType(req.headers, ['application/json']) }, async (req, reply) => canary(req.body, req, reply));
 
   app.post('/sql', { onRequest: async (req) => assertMediaType(req.headers, ['application/json']) }, async (req, reply) => {
     const parsed = SqlBody.safeParse(req.body);

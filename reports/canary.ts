@@ -414,7 +414,24 @@ export interface ProportionBound {
 /** A concrete next step: why, and the command to run. */
 export interface NextStep {
   readonly why: string;
+  /**
+   * A shell command: `continuity query …`, `continuity sql …` or `continuity report …`;
+   * for a report asked of the read API ({@link CanaryOptions.api}), a `curl` of that
+   * API's `GET /api/queries/<name>`, `POST /api/sql` or `GET /api/report`.
+   */
   readonly command: string;
+}
+
+/** What a next step runs, before it is written as a command ({@link stepCommand}): a named query and its parameters, ad hoc SQL, or the continuity report over a range (null: everything) and scope. */
+export type StepTarget =
+  | { readonly kind: 'query'; readonly name: string; readonly params: Readonly<Record<string, string | number>> }
+  | { readonly kind: 'sql'; readonly sql: string }
+  | { readonly kind: 'report'; readonly range: TimeRange | null; readonly service: string; readonly environment: string };
+
+/** A next step as the report plans it: why, and what to run. */
+interface PlannedStep {
+  readonly why: string;
+  readonly target: StepTarget;
 }
 
 /** A half-open UTC time range; `from`/`to` are ISO-8601 with µs. */
@@ -505,6 +522,15 @@ export interface CanaryOptions {
    * `--data-dir` it read, so a pasted command reads the same store.
    */
   readonly command?: string;
+  /**
+   * Write the next steps as requests to this read API instead of CLI commands: set
+   * by `POST /api/canary`, whose process owns the store (a pasted `continuity query`
+   * would stop with CONT_ERR_STORE_LOCKED; a break-it pass). `base` is the URL the
+   * request reached (e.g. `http://127.0.0.1:4318`); with `token` the commands send
+   * `Authorization: Bearer $CONTINUITY_INGEST_TOKEN` (the token itself is never
+   * written into a report).
+   */
+  readonly api?: { readonly base: string; readonly token: boolean };
 }
 
 /** Default deploy window after the boot: 15 minutes. */
@@ -564,14 +590,12 @@ const EPOCH = 0;
  * @throws ContinuityError from the store (CONT_ERR_STORE_*) or for bad query parameters.
  */
 export async function buildCanaryReport(store: Store, options: CanaryOptions): Promise<CanaryReport> {
-  const report = await judgeDeploy(store, options);
-  const command = options.command;
-  if (command === undefined || command === 'continuity') return report;
-  return { ...report, next: report.next.map((n) => ({ ...n, command: n.command.replace(/^continuity /, `${command} `) })) };
+  const { next, ...report } = await judgeDeploy(store, options);
+  return { ...report, next: next.map((n) => ({ why: n.why, command: stepCommand(n.target, options) })) };
 }
 
-/** {@link buildCanaryReport}, its next steps' commands starting with `continuity`. */
-async function judgeDeploy(store: Store, options: CanaryOptions): Promise<CanaryReport> {
+/** {@link buildCanaryReport}, its next steps still to be written as commands. */
+async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<CanaryReport, 'next'> & { next: PlannedStep[] }> {
   const gates = options.gates ?? DEFAULT_GATES;
   const afterS = options.afterS ?? DEFAULT_AFTER_S;
   const confidence = options.confidence ?? 0.95;
@@ -582,7 +606,7 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Canary
   const windowS = options.remintWindowS ?? 10;
   const notes: string[] = [];
   const requested = options.deploy.trim();
-  const extraNext: NextStep[] = [];
+  const extraNext: PlannedStep[] = [];
   // The configured endpoint paths against the proxy log (one query, only when configured):
   // the warning is the first note, and the restarts on the endpoint the log shows are a next step.
   const checkPaths = async (params: Record<string, string | number>, where: string): Promise<McpPathsCheck | null> => {
@@ -591,13 +615,18 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Canary
     if (check?.verdict === 'none_match' && !check.endpoints.some((path) => path.includes(','))) {
       extraNext.push({
         why: 'The restarts on the path(s) the proxy log shows as the MCP endpoint (then correct CONTINUITY_MCP_PATHS)',
-        command: cmd('restarts', { ...common, mcp_paths: check.endpoints.join(',') }),
+        target: query('restarts', { ...common, mcp_paths: check.endpoints.join(',') }),
       });
     }
     return check;
   };
 
-  const cannot = (reason: string, deploy: DeployInfo | null = null, window: CanaryReport['window'] = null, baseline: TimeRange | null = null): CanaryReport => ({
+  const cannot = (
+    reason: string,
+    deploy: DeployInfo | null = null,
+    window: CanaryReport['window'] = null,
+    baseline: TimeRange | null = null,
+  ): Omit<CanaryReport, 'next'> & { next: PlannedStep[] } => ({
     verdict: 'cannot_evaluate',
     exit_code: 2,
     reason,
@@ -611,8 +640,8 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Canary
     bounds: [],
     next: [
       ...extraNext,
-      { why: 'List the restarts the store holds (release, boot_id, evidence) to pick a deploy', command: cmd('restarts', common) },
-      { why: 'See what the store holds overall', command: `continuity report${scope.service ? ` --service ${shellQuote(scope.service)}` : ''}` },
+      { why: 'List the restarts the store holds (release, boot_id, evidence) to pick a deploy', target: query('restarts', common) },
+      { why: 'See what the store holds overall', target: { kind: 'report', range: null, service: scope.service, environment: scope.environment } },
     ],
     notes,
   });
@@ -1340,41 +1369,42 @@ function lostWithTheirBoot(rows: ReadonlyArray<Record<string, unknown>>, deploy:
 function nextSteps(
   gates: readonly GateResult[],
   bounds: readonly ProportionBound[],
-  c: { W: TimeRange; B: TimeRange; L: TimeRange; common: Record<string, string | number>; win: Record<string, number>; scope: { service: string } },
-): NextStep[] {
-  const out: NextStep[] = [];
+  c: { W: TimeRange; B: TimeRange; L: TimeRange; common: Record<string, string | number>; win: Record<string, number>; scope: { service: string; environment: string } },
+): PlannedStep[] {
+  const out: PlannedStep[] = [];
   const pw = (r: TimeRange, extra: Record<string, string | number> = {}) => rangeParams(r, c.common, extra);
   const failed = new Set(gates.filter((g) => g.verdict === 'fail').map((g) => g.id));
   if (failed.has('proxy_5xx_in_gap')) {
-    out.push({ why: 'The restart gap as the proxy saw it: when the 5xx started and stopped, POST vs GET', command: cmd('proxy_errors', pw(c.W)) });
-    out.push({ why: 'Downtime of this and earlier restarts (is the gap growing?)', command: cmd('restarts', c.common) });
+    out.push({ why: 'The restart gap as the proxy saw it: when the 5xx started and stopped, POST vs GET', target: query('proxy_errors', pw(c.W)) });
+    out.push({ why: 'Downtime of this and earlier restarts (is the gap growing?)', target: query('restarts', c.common) });
   }
   if (failed.has('refused_after_boot')) {
-    out.push({ why: 'Refused misses by reason, status and method, and what each session sent next', command: cmd('refused_misses', pw(c.L, c.win)) });
-    out.push({ why: 'Did the server re-mint the refused sessions, and did clients adopt the replacements?', command: cmd('remint_pairs', pw(c.W, c.win)) });
+    out.push({ why: 'Refused misses by reason, status and method, and what each session sent next', target: query('refused_misses', pw(c.L, c.win)) });
+    out.push({ why: 'Did the server re-mint the refused sessions, and did clients adopt the replacements?', target: query('remint_pairs', pw(c.W, c.win)) });
   }
   if (failed.has('unsettled_at_shutdown')) {
-    out.push({ why: 'Which methods were in flight when the boot ended (settled share per boot and method)', command: cmd('settlements', pw(c.L)) });
+    out.push({ why: 'Which methods were in flight when the boot ended (settled share per boot and method)', target: query('settlements', pw(c.L)) });
     const ended = gates.find((g) => g.id === 'unsettled_at_shutdown')?.numbers.ended_boot_id;
     const id = typeof ended === 'string' ? ended : null;
     // only a plain id goes into a SQL literal in a suggested command
     if (id && /^[\w.:-]+$/.test(id)) {
       out.push({
         why: 'The unsettled arrivals themselves (ad hoc, read-only SQL)',
-        command: `continuity sql ${shellQuote(
-          `SELECT ts, arrival_id, mcp_method, tool_name FROM events WHERE event_type = 'arrival' AND boot_id = '${id}' AND arrival_id NOT IN (SELECT arrival_id FROM events WHERE event_type = 'settlement') ORDER BY ts`,
-        )}`,
+        target: {
+          kind: 'sql',
+          sql: `SELECT ts, arrival_id, mcp_method, tool_name FROM events WHERE event_type = 'arrival' AND boot_id = '${id}' AND arrival_id NOT IN (SELECT arrival_id FROM events WHERE event_type = 'settlement') ORDER BY ts`,
+        },
       });
     }
-    out.push({ why: 'Drain on shutdown: wait for in-flight requests (or SSE streams) before exiting, and check the shutdown reason', command: cmd('restarts', c.common) });
+    out.push({ why: 'Drain on shutdown: wait for in-flight requests (or SSE streams) before exiting, and check the shutdown reason', target: query('restarts', c.common) });
   }
   if (failed.has('sessions_lost_tools')) {
-    out.push({ why: 'Which clients (user-agent family, origin) kept a dead session id, and which recovered', command: cmd('session_continuity', pw(c.W, c.win)) });
-    out.push({ why: 'Recovery pairs (stale → replacement), adopted or orphaned', command: cmd('remint_pairs', pw(c.W, c.win)) });
+    out.push({ why: 'Which clients (user-agent family, origin) kept a dead session id, and which recovered', target: query('session_continuity', pw(c.W, c.win)) });
+    out.push({ why: 'Recovery pairs (stale → replacement), adopted or orphaned', target: query('remint_pairs', pw(c.W, c.win)) });
   }
   if (failed.has('invalid_token_rate')) {
-    out.push({ why: 'Challenges by hour, user agent and class, judged benign, lost or loop (after the deploy)', command: cmd('auth_challenges', pw(c.W)) });
-    out.push({ why: 'The same before the deploy, for comparison', command: cmd('auth_challenges', pw(c.B)) });
+    out.push({ why: 'Challenges by hour, user agent and class, judged benign, lost or loop (after the deploy)', target: query('auth_challenges', pw(c.W)) });
+    out.push({ why: 'The same before the deploy, for comparison', target: query('auth_challenges', pw(c.B)) });
   }
   // a share below the target is a finding, not thin evidence; a share at it with too
   // few observations is thin evidence
@@ -1384,27 +1414,28 @@ function nextSteps(
     for (const b of low) {
       out.push({
         why: `No gate failed, but ${b.label}: ${b.successes} of ${b.trials} (${pct(b.estimate!)}), below the ${pct(b.target, 0)} target. Find those that did not`,
-        command: b.id === 'sessions_kept_working' ? cmd('session_continuity', pw(c.W, c.win)) : cmd(b.source === 'proxy' ? 'proxy_traffic' : 'settlements', pw(c.W)),
+        target: b.id === 'sessions_kept_working' ? query('session_continuity', pw(c.W, c.win)) : query(b.source === 'proxy' ? 'proxy_traffic' : 'settlements', pw(c.W)),
       });
     }
     if (thin.length > 0) {
       out.push({
         why: `The evidence is still thin: ${thin.map((b) => `${b.label}: ${b.more_needed} more clean observation(s) to claim ${pct(b.target, 0)}`).join('; ')}. Compare with earlier deploys`,
-        command: cmd('restarts', c.common),
+        target: query('restarts', c.common),
       });
     }
   }
   out.push({
     why: 'The full continuity report over the deploy window',
-    command: `continuity report --from ${c.W.from} --to ${c.W.to}${c.scope.service ? ` --service ${shellQuote(c.scope.service)}` : ''}`,
+    target: { kind: 'report', range: c.W, service: c.scope.service, environment: c.scope.environment },
   });
   // Two failed gates may point at the same command: list it once, with both reasons.
-  const byCommand = new Map<string, NextStep>();
+  const byTarget = new Map<string, PlannedStep>();
   for (const step of out) {
-    const seen = byCommand.get(step.command);
-    byCommand.set(step.command, seen ? { ...seen, why: `${seen.why}; ${step.why[0]!.toLowerCase()}${step.why.slice(1)}` } : step);
+    const key = JSON.stringify(step.target);
+    const seen = byTarget.get(key);
+    byTarget.set(key, seen ? { ...seen, why: `${seen.why}; ${step.why[0]!.toLowerCase()}${step.why.slice(1)}` } : step);
   }
-  return [...byCommand.values()];
+  return [...byTarget.values()];
 }
 
 /** Query parameters for a range; a range from the epoch leaves `t_from` at its default (everything). */
@@ -1412,12 +1443,35 @@ function rangeParams(r: TimeRange, common: Record<string, string | number>, extr
   return { ...(r.from === isoMicros(EPOCH) ? {} : { t_from: r.from }), t_to: r.to, ...common, ...extra };
 }
 
-/** `continuity query <name> --param k=v …`, values shell-quoted when needed; empty parameters left out. */
-function cmd(name: string, params: Record<string, string | number>): string {
-  const parts = Object.entries(params)
-    .filter(([, v]) => v !== '')
-    .map(([k, v]) => `--param ${shellQuote(`${k}=${String(v)}`)}`);
-  return ['continuity query', name, ...parts].join(' ');
+/** A named query as a next step; empty parameters left out. */
+function query(name: string, params: Record<string, string | number>): StepTarget {
+  return { kind: 'query', name, params: Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')) };
+}
+
+/**
+ * A next step written as a shell command: by default the CLI's (`continuity query <name>
+ * --param k=v …`, `continuity sql '…'`, `continuity report --from … --to …`), starting with
+ * `options.command`; with `options.api`, a `curl` of that read API's `GET
+ * /api/queries/<name>?k=v…`, `POST /api/sql` or `GET /api/report`. Values are
+ * shell-quoted where needed ({@link shellQuote}).
+ */
+export function stepCommand(t: StepTarget, options: Pick<CanaryOptions, 'command' | 'api'>): string {
+  const api = options.api;
+  if (api) {
+    const base = api.base.replace(/\/+$/, '');
+    const curl = `curl -s${api.token ? ' -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN"' : ''}`;
+    const get = (path: string, params: Record<string, string | number>) => {
+      const qs = new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)])).toString();
+      return `${curl} ${shellQuote(`${base}${path}${qs ? `?${qs}` : ''}`)}`;
+    };
+    if (t.kind === 'query') return get(`/api/queries/${t.name}`, t.params);
+    if (t.kind === 'report') return get('/api/report', { ...(t.range ? { t_from: t.range.from, t_to: t.range.to } : {}), ...(t.service ? { service: t.service } : {}), ...(t.environment ? { environment: t.environment } : {}) });
+    return `${curl} -H 'content-type: application/json' --data ${shellQuote(JSON.stringify({ sql: t.sql }))} ${shellQuote(`${base}/api/sql`)}`;
+  }
+  const cli = options.command ?? 'continuity';
+  if (t.kind === 'query') return [`${cli} query`, t.name, ...Object.entries(t.params).map(([k, v]) => `--param ${shellQuote(`${k}=${String(v)}`)}`)].join(' ');
+  if (t.kind === 'report') return `${cli} report${t.range ? ` --from ${t.range.from} --to ${t.range.to}` : ''}${t.service ? ` --service ${shellQuote(t.service)}` : ''}${t.environment ? ` --environment ${shellQuote(t.environment)}` : ''}`;
+  return `${cli} sql ${shellQuote(t.sql)}`;
 }
 
 /**

@@ -10,6 +10,8 @@ export {
   parseGates,
   gatesFromData,
   shellQuote,
+  stepCommand,
+  type StepTarget,
   DEFAULT_AFTER_S,
   DEFAULT_GATES,
   GATE_IDS,

@@ -107,6 +107,15 @@ describe('continuity serve', () => {
     expect(report, r.stderr).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, reason: expect.stringMatching(/^no restart found in the store at /) });
     // the store's own words, not the lock's
     expect(r.stderr).not.toContain('CONT_ERR_STORE_LOCKED');
+    // its next steps are requests to this server, run as pasted (a `continuity query` would meet the lock)
+    const { next } = report as unknown as { next: Array<{ command: string }> };
+    expect(next.length).toBeGreaterThan(0);
+    for (const { command } of next) {
+      expect(command.startsWith(`curl -s -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN" `), command).toBe(true);
+      const pasted = spawnSync('bash', ['-c', `${command} -w '\n%{http_code}'`], { encoding: 'utf8', env: { ...process.env, CONTINUITY_INGEST_TOKEN: TOKEN }, timeout: 60_000 });
+      expect(pasted.status, `${command}: ${pasted.stderr}`).toBe(0);
+      expect(pasted.stdout.trim().split('\n').at(-1), `${command}: ${pasted.stdout}`).toBe('200');
+    }
     const wrongToken = cli('canary', '--deploy', 'latest', '--url', base, '--token', 'wrong-token-0123456789');
     expect(wrongToken.status).toBe(2);
     expect(wrongToken.stderr).toContain('CONT_ERR_UNAUTHORIZED');
