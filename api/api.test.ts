@@ -67,8 +67,8 @@ describe('/api/canary', () => {
     server.app.inject({ method: 'POST', url: '/api/canary', headers: { ...headers, 'content-type': 'application/json' }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
 
   it('is the canary report of `continuity canary`, its verdict and exit code in headers, in json, md or html', async () => {
-    // (its next steps are requests to this API: inject's Host is localhost:80)
-    const expected = await buildCanaryReport(t.store, { deploy: 'latest', api: { base: 'http://localhost:80', token: true } });
+    // (its next steps are requests to this API: inject's Host is localhost:80, the default port)
+    const expected = await buildCanaryReport(t.store, { deploy: 'latest', api: { base: 'http://localhost', token: true } });
     expect(expected.deploy).not.toBeNull(); // S1's restart, inferred from the proxy log
     const res = await post({ deploy: 'latest' });
     expect(res.statusCode, res.body).toBe(200);
@@ -89,18 +89,26 @@ describe('/api/canary', () => {
     const res = await post({ deploy: 'latest', format: 'json' });
     const { next } = res.json() as { next: Array<{ why: string; command: string }> };
     expect(next.length).toBeGreaterThan(1);
-    const auth = ' -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN"';
+    const bearer = ' -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN"';
     for (const { command } of next) {
-      expect(command.startsWith(`curl -s${auth} `), command).toBe(true);
+      expect(command.startsWith(`curl -s${bearer} `), command).toBe(true);
       expect(command, 'the token itself is never written').not.toContain(TOKEN);
       // the URL, as the shell passes it (double-quoted or bare: no $, `, \\ or ! in it)
-      const url = new URL(command.slice(`curl -s${auth} `.length).replace(/^"(.*)"$/, '$1'));
+      const url = new URL(command.slice(`curl -s${bearer} `.length).replace(/^"(.*)"$/, '$1'));
       expect(url.host).toBe('localhost'); // (inject's Host, localhost:80; URL drops the default port)
       const answer = await get(url.pathname + url.search);
       expect(answer.statusCode, `${command}: ${answer.body}`).toBe(200);
     }
     expect(next.some((n) => n.command.includes('/api/queries/'))).toBe(true);
     expect(next.at(-1)!.command).toMatch(/\/api\/report\?t_from=.*&t_to=/);
+    // a Host that is more than a host and port names the connection's local address instead
+    for (const host of ['evil.example/x?', 'user@evil.example', 'a"$(touch /tmp/pwned)"', 'evil.example:1/']) {
+      const forged = await server.app.inject({ method: 'POST', url: '/api/canary', headers: { ...auth, host, 'content-type': 'application/json' }, payload: { deploy: 'latest' } });
+      expect(forged.statusCode, host).toBe(200);
+      for (const { command } of (forged.json() as { next: Array<{ command: string }> }).next) {
+        expect(command, host).toMatch(/^curl -s -H "authorization: Bearer \$CONTINUITY_INGEST_TOKEN" "?http:\/\/127\.0\.0\.1:80\/api\//);
+      }
+    }
     // without a token the commands send none
     const tokenless = await buildCanaryReport(t.store, { deploy: 'latest', api: { base: 'http://127.0.0.1:4318/', token: false } });
     for (const { command } of tokenless.next) expect(command, command).toMatch(/^curl -s "?http:\/\/127\.0\.0\.1:4318\/api\//);

@@ -57,6 +57,28 @@ const CanaryBody = z
   })
   .strict();
 
+/**
+ * The base URL a request reached this server at, for links back to it: the scheme and
+ * the `Host` header (RFC 9110 §7.2) when that is a plain host and port; otherwise (a
+ * path, user info or anything else a URL would read as more than an authority) the
+ * local address the connection came in on, so a forged Host cannot make a printed
+ * command send its token elsewhere.
+ */
+function selfBase(req: FastifyRequest): string {
+  const scheme = req.protocol === 'https' ? 'https' : 'http';
+  const host = req.host;
+  if (host && /^[\w.-]+(:\d{1,5})?$|^\[[\da-fA-F:.]+\](:\d{1,5})?$/.test(host)) {
+    try {
+      const url = new URL(`${scheme}://${host}`);
+      if (url.username === '' && url.pathname === '/') return url.origin;
+    } catch {
+      // not a host: the local address below
+    }
+  }
+  const local = (req.socket.localAddress ?? '127.0.0.1').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
+  return `${scheme}://${local.includes(':') ? `[${local}]` : local}:${req.socket.localPort ?? 80}`;
+}
+
 /** Content type of each canary format. */
 const CANARY_TYPES: Readonly<Record<CanaryFormat, string>> = {
   json: 'application/json; charset=utf-8',
@@ -181,7 +203,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
         gates: b.gates === undefined ? undefined : gatesFromData(b.gates, 'gates', 'request body'),
         // next steps as requests to this API: this process owns the store, so a pasted
         // `continuity query` would meet its lock (a break-it pass)
-        api: { base: `${req.protocol}://${req.host}`, token: options.bearerToken !== undefined },
+        api: { base: selfBase(req), token: options.bearerToken !== undefined },
       };
     } catch (err) {
       // a bad duration or gates object is the request's fault: 400, not the configuration's 500
