@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { connect } from 'node:net';
 import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -91,27 +92,27 @@ describe('/api/canary', () => {
     expect(next.length).toBeGreaterThan(1);
     const bearer = ' -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN"';
     for (const { command } of next) {
-      expect(command.startsWith(`curl -s${bearer} `), command).toBe(true);
+      expect(command.startsWith(`curl -s --fail-with-body${bearer} `), command).toBe(true);
       expect(command, 'the token itself is never written').not.toContain(TOKEN);
       // the URL, as the shell passes it (double-quoted or bare: no $, `, \\ or ! in it)
-      const url = new URL(command.slice(`curl -s${bearer} `.length).replace(/^"(.*)"$/, '$1'));
+      const url = new URL(command.slice(`curl -s --fail-with-body${bearer} `.length).replace(/^"(.*)"$/, '$1'));
       expect(url.host).toBe('localhost'); // (inject's Host, localhost:80; URL drops the default port)
       const answer = await get(url.pathname + url.search);
       expect(answer.statusCode, `${command}: ${answer.body}`).toBe(200);
     }
     expect(next.some((n) => n.command.includes('/api/queries/'))).toBe(true);
-    expect(next.at(-1)!.command).toMatch(/\/api\/report\?t_from=.*&t_to=/);
+    expect(next.at(-1)!.command).toMatch(/\/api\/report\?(t_from=.*&)?t_to=/);
     // a Host that is more than a host and port names the connection's local address instead
     for (const host of ['evil.example/x?', 'user@evil.example', 'a"$(touch /tmp/pwned)"', 'evil.example:1/']) {
       const forged = await server.app.inject({ method: 'POST', url: '/api/canary', headers: { ...auth, host, 'content-type': 'application/json' }, payload: { deploy: 'latest' } });
       expect(forged.statusCode, host).toBe(200);
       for (const { command } of (forged.json() as { next: Array<{ command: string }> }).next) {
-        expect(command, host).toMatch(/^curl -s -H "authorization: Bearer \$CONTINUITY_INGEST_TOKEN" "?http:\/\/127\.0\.0\.1:80\/api\//);
+        expect(command, host).toMatch(/^curl -s --fail-with-body -H "authorization: Bearer \$CONTINUITY_INGEST_TOKEN" "?http:\/\/127\.0\.0\.1:80\/api\//);
       }
     }
     // without a token the commands send none
     const tokenless = await buildCanaryReport(t.store, { deploy: 'latest', api: { base: 'http://127.0.0.1:4318/', token: false } });
-    for (const { command } of tokenless.next) expect(command, command).toMatch(/^curl -s "?http:\/\/127\.0\.0\.1:4318\/api\//);
+    for (const { command } of tokenless.next) expect(command, command).toMatch(/^curl -s --fail-with-body "?http:\/\/127\.0\.0\.1:4318\/api\//);
   });
 
   it('writes SQL, parameters and scopes with shell-special characters so that the pasted curl gets the answer', async () => {
@@ -129,7 +130,23 @@ describe('/api/canary', () => {
     const queryStep = await run({ kind: 'query', name: 'restarts', params: { service: `a b&c='$x'`, t_to: '2200-01-01T00:00:00Z' } });
     expect(queryStep.status, queryStep.body).toBe('200');
     expect(JSON.parse(queryStep.body)).toMatchObject({ query: 'restarts', params: { service: `a b&c='$x'` } });
-    const reportStep = await run({ kind: 'report', range: null, service: SERVICE, environment: '' });
+    // a Host without its port, and no Host at all (HTTP/1.0), name the port the request reached
+    const port = Number(new URL(base.base).port);
+    const ask = (head: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => socket.write(`GET /api/canary?deploy=latest ${head}\r\nauthorization: Bearer ${TOKEN}\r\n\r\n`));
+        let text = '';
+        socket.on('data', (c: Buffer) => (text += c.toString('utf8')));
+        socket.on('end', () => resolve(text.slice(text.indexOf('\r\n\r\n') + 4)));
+        socket.on('error', reject);
+      });
+    for (const [head, host] of [['HTTP/1.1\r\nhost: localhost\r\nconnection: close', 'localhost'], ['HTTP/1.0', '127\\.0\\.0\\.1']] as const) {
+      const body = await ask(head);
+      const next = (JSON.parse(body) as { next?: Array<{ command: string }> }).next;
+      expect(next, body).toBeInstanceOf(Array);
+      for (const { command } of next!) expect(command, head).toMatch(new RegExp(`"?http://${host}:${port}/api/`));
+    }
+    const reportStep = await run({ kind: 'report', from: null, to: null, service: SERVICE, environment: '' });
     expect(reportStep.status, reportStep.body).toBe('200');
     expect(JSON.parse(reportStep.body)).toMatchObject({ range: { service: SERVICE } });
   });

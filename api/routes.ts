@@ -70,6 +70,8 @@ function selfBase(req: FastifyRequest): string {
   if (host && /^[\w.-]+(:\d{1,5})?$|^\[[\da-fA-F:.]+\](:\d{1,5})?$/.test(host)) {
     try {
       const url = new URL(`${scheme}://${host}`);
+      // a Host without its port (RFC 9110 §7.2 allows it for the scheme's default) reached this port
+      if (url.port === '' && !/:\d+$/.test(host) && req.socket.localPort !== undefined && String(req.socket.localPort) !== (scheme === 'https' ? '443' : '80')) url.port = String(req.socket.localPort);
       if (url.username === '' && url.pathname === '/') return url.origin;
     } catch {
       // not a host: the local address below

@@ -29,6 +29,12 @@ export const ERROR_CODES = {
     httpStatus: 503,
     fix: 'Stop the other process (often `continuity serve`), reach the store through its HTTP API, or pass a different --data-dir.',
   },
+  CONT_ERR_API_UNAVAILABLE: {
+    message: 'the continuity read API named by --url cannot be reached or gave no answer of its own',
+    retriable: true,
+    httpStatus: 502,
+    fix: 'Check that `continuity serve` (or `consumer --port`) is running and listening at the --url given (serve prints it as "listening on"), with the scheme, host and port it prints. An answer that is not the canary report (another server on that port, a proxy\'s error page, an answer cut off or over 32 MiB) is this error too: point --url at the continuity process itself. Node\'s fetch refuses some ports outright (e.g. 6000, 6665-6669): listen on another.',
+  },
   CONT_ERR_STORE_UNAVAILABLE: {
     message: 'the ClickHouse store cannot be reached or cannot write',
     retriable: true,

@@ -9,6 +9,7 @@ import { openTestStore, type TestStore } from '../test/helpers/store.ts';
 import { clopperPearsonLower } from './bounds.ts';
 import { buildCanaryReport, DEFAULT_GATES, parseDuration, parseGates, rateAboveLimit, type CanaryReport, type GateId, type GateResult } from './canary.ts';
 import { escapeHtml, renderCanary, renderCanaryHtml, renderCanaryMarkdown } from './canary-render.ts';
+import { buildContinuityReport } from './continuity.ts';
 
 // The canary report over deploys built with the scenario builders, each under its
 // own service in one real embedded store (see test/fixtures/canary-scenarios.ts).
@@ -143,7 +144,7 @@ describe('a failing deploy: proxy 5xx in the gap, stale sessions, a request that
     // gates 2 and 4 both point at remint_pairs over the window: it is listed once, with both reasons
     const commands = r.next.map((n) => n.command);
     expect(new Set(commands).size).toBe(commands.length);
-    expect(r.next.find((n) => n.command.startsWith('continuity query remint_pairs'))?.why).toMatch(/re-mint.*; recovery pairs/);
+    expect(r.next.find((n) => n.command.startsWith('continuity query remint_pairs'))?.why).toMatch(/re-mint.*\? Recovery pairs/);
   });
 
   it('states each gate’s evidence: the numbers and the rows that matter', async () => {
@@ -187,7 +188,14 @@ describe('a failing deploy: proxy 5xx in the gap, stale sessions, a request that
     expect(commands.some((c) => c.startsWith('continuity query refused_misses --param t_to='))).toBe(true);
     expect(commands.some((c) => c.startsWith('continuity query session_continuity '))).toBe(true);
     expect(commands.some((c) => c.startsWith('continuity sql ') && c.includes("boot_id = 'boot-fail-0'"))).toBe(true);
-    expect(commands.at(-1)).toBe(`continuity report --from ${r.window!.from} --to ${r.window!.to} --service fail`);
+    // the report from the boot that ended (here the service's first: from the start) through
+    // the window, so it shows the restart the canary judged (over the window alone it had none)
+    expect(commands.at(-1)).toBe(`continuity report --to=${r.window!.to} --service=fail`);
+    const report = await buildContinuityReport(t.store, { t_to: r.window!.to, service: 'fail' });
+    expect(report.restarts.server).toBeGreaterThanOrEqual(1);
+    // the unsettled arrivals' SQL lists the arrival the gate counts
+    const sql = commands.find((c) => c.startsWith('continuity sql '))!.replace(/^continuity sql "(.*)"$/, '$1');
+    expect(await t.store.query(sql)).toHaveLength(gate(r, 'unsettled_at_shutdown').value as number);
   });
 });
 
@@ -537,8 +545,12 @@ describe('gates files', () => {
     expect(parseGates('\uFEFF{"proxy_5xx_in_gap": {"max": 3}}', 'bom.json').proxy_5xx_in_gap.max).toBe(3);
   });
 
-  it('an empty file keeps every default', () => {
-    expect(parseGates('', 'empty.yaml')).toEqual(DEFAULT_GATES);
+  it('refuses a file with no gates (empty, null, only comments: a template that rendered to nothing); {} keeps every default', () => {
+    for (const [text, file] of [['', 'empty.yaml'], ['null\n', 'null.yaml'], ['# thresholds: TODO\n', 'comment.yaml'], ['null', 'null.json'], ['  \n', 'blank.yml']] as const) {
+      expect(() => parseGates(text, file), file).toThrow(/holds no gates/);
+    }
+    expect(parseGates('{}', 'defaults.json')).toEqual(DEFAULT_GATES);
+    expect(parseGates('{}\n', 'defaults.yaml')).toEqual(DEFAULT_GATES);
   });
 });
 

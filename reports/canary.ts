@@ -179,6 +179,14 @@ export function parseGates(text: string, file: string): GatesConfig {
       details: { file, fields: [] },
     });
   }
+  // A file with no gates at all (empty, `null`, only comments) is refused: a template that
+  // rendered to nothing judged the deploy on the defaults without a word (a break-it
+  // pass). `{}` keeps the defaults on purpose.
+  if (raw === null || raw === undefined) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: holds no gates (empty, null or only comments); give the gates to change, {} for the defaults, or leave --gates out`, {
+      details: { file, fields: [] },
+    });
+  }
   // A YAML tag can make a value that JSON has no word for (!!binary a Buffer,
   // !!timestamp a Date, !!set a Set): the schema then listed every method of a Buffer
   // as an unknown field (16 KB of error; a break-it pass). Name the field instead.
@@ -426,7 +434,7 @@ export interface NextStep {
 export type StepTarget =
   | { readonly kind: 'query'; readonly name: string; readonly params: Readonly<Record<string, string | number>> }
   | { readonly kind: 'sql'; readonly sql: string }
-  | { readonly kind: 'report'; readonly range: TimeRange | null; readonly service: string; readonly environment: string };
+  | { readonly kind: 'report'; readonly from: string | null; readonly to: string | null; readonly service: string; readonly environment: string };
 
 /** A next step as the report plans it: why, and what to run. */
 interface PlannedStep {
@@ -591,7 +599,11 @@ const EPOCH = 0;
  */
 export async function buildCanaryReport(store: Store, options: CanaryOptions): Promise<CanaryReport> {
   const { next, ...report } = await judgeDeploy(store, options);
-  return { ...report, next: next.map((n) => ({ why: n.why, command: stepCommand(n.target, options) })) };
+  // the token is never written: say where the commands read it (a newcomer pass pasted them without it)
+  const notes = options.api?.token
+    ? [...report.notes, 'The next steps are requests to the read API that wrote this report; they send its token from $CONTINUITY_INGEST_TOKEN: export it before pasting them.']
+    : report.notes;
+  return { ...report, notes, next: next.map((n) => ({ why: n.why, command: stepCommand(n.target, options) })) };
 }
 
 /** {@link buildCanaryReport}, its next steps still to be written as commands. */
@@ -641,7 +653,7 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
     next: [
       ...extraNext,
       { why: 'List the restarts the store holds (release, boot_id, evidence) to pick a deploy', target: query('restarts', common) },
-      { why: 'See what the store holds overall', target: { kind: 'report', range: null, service: scope.service, environment: scope.environment } },
+      { why: 'See what the store holds overall', target: { kind: 'report', from: null, to: null, service: scope.service, environment: scope.environment } },
     ],
     notes,
   });
@@ -1392,7 +1404,9 @@ function nextSteps(
         why: 'The unsettled arrivals themselves (ad hoc, read-only SQL)',
         target: {
           kind: 'sql',
-          sql: `SELECT ts, arrival_id, mcp_method, tool_name FROM events WHERE event_type = 'arrival' AND boot_id = '${id}' AND arrival_id NOT IN (SELECT arrival_id FROM events WHERE event_type = 'settlement') ORDER BY ts`,
+          // (as the gate counts them: not the GET streams a shutdown closes, settlements.sql;
+          // FINAL: a re-delivered event once)
+          sql: `SELECT ts, arrival_id, mcp_method, tool_name FROM events FINAL WHERE event_type = 'arrival' AND boot_id = '${id}' AND http_method <> 'GET' AND arrival_id NOT IN (SELECT arrival_id FROM events WHERE event_type = 'settlement') ORDER BY ts`,
         },
       });
     }
@@ -1424,16 +1438,20 @@ function nextSteps(
       });
     }
   }
+  // (from the boot that ended: `restarts` counts a boot only after an earlier one in the
+  // range, so a report over the window alone, from down_from, showed no restart at all;
+  // a newcomer pass)
   out.push({
-    why: 'The full continuity report over the deploy window',
-    target: { kind: 'report', range: c.W, service: c.scope.service, environment: c.scope.environment },
+    why: 'The full continuity report from the boot that ended through the deploy window',
+    target: { kind: 'report', from: c.L.from === isoMicros(EPOCH) ? null : c.L.from, to: c.W.to, service: c.scope.service, environment: c.scope.environment },
   });
   // Two failed gates may point at the same command: list it once, with both reasons.
   const byTarget = new Map<string, PlannedStep>();
   for (const step of out) {
     const key = JSON.stringify(step.target);
     const seen = byTarget.get(key);
-    byTarget.set(key, seen ? { ...seen, why: `${seen.why}; ${step.why[0]!.toLowerCase()}${step.why.slice(1)}` } : step);
+    const joined = (a: string, b: string) => (/[?.]$/.test(a) ? `${a} ${b}` : `${a}; ${b[0]!.toLowerCase()}${b.slice(1)}`);
+    byTarget.set(key, seen ? { ...seen, why: joined(seen.why, step.why) } : step);
   }
   return [...byTarget.values()];
 }
@@ -1459,18 +1477,21 @@ export function stepCommand(t: StepTarget, options: Pick<CanaryOptions, 'command
   const api = options.api;
   if (api) {
     const base = api.base.replace(/\/+$/, '');
-    const curl = `curl -s${api.token ? ' -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN"' : ''}`;
+    // (--fail-with-body: an error answer, e.g. 401 with the variable unset, is a failed command, its coded error printed)
+    const curl = `curl -s --fail-with-body${api.token ? ' -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN"' : ''}`;
     const get = (path: string, params: Record<string, string | number>) => {
       const qs = new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)])).toString();
       return `${curl} ${shellQuote(`${base}${path}${qs ? `?${qs}` : ''}`)}`;
     };
     if (t.kind === 'query') return get(`/api/queries/${t.name}`, t.params);
-    if (t.kind === 'report') return get('/api/report', { ...(t.range ? { t_from: t.range.from, t_to: t.range.to } : {}), ...(t.service ? { service: t.service } : {}), ...(t.environment ? { environment: t.environment } : {}) });
+    if (t.kind === 'report') return get('/api/report', { ...(t.from ? { t_from: t.from } : {}), ...(t.to ? { t_to: t.to } : {}), ...(t.service ? { service: t.service } : {}), ...(t.environment ? { environment: t.environment } : {}) });
     return `${curl} -H 'content-type: application/json' --data ${shellQuote(JSON.stringify({ sql: t.sql }))} ${shellQuote(`${base}/api/sql`)}`;
   }
   const cli = options.command ?? 'continuity';
   if (t.kind === 'query') return [`${cli} query`, t.name, ...Object.entries(t.params).map(([k, v]) => `--param ${shellQuote(`${k}=${String(v)}`)}`)].join(' ');
-  if (t.kind === 'report') return `${cli} report${t.range ? ` --from ${t.range.from} --to ${t.range.to}` : ''}${t.service ? ` --service ${shellQuote(t.service)}` : ''}${t.environment ? ` --environment ${shellQuote(t.environment)}` : ''}`;
+  // (--flag=value: a service named `--data-dir=…` is a value, not another flag; a break-it pass)
+  const flag = (name: string, v: string) => (v ? ` --${name}=${shellQuote(v)}` : '');
+  if (t.kind === 'report') return `${cli} report${flag('from', t.from ?? '')}${flag('to', t.to ?? '')}${flag('service', t.service)}${flag('environment', t.environment)}`;
   return `${cli} sql ${shellQuote(t.sql)}`;
 }
 

@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { authDeploy, failingDeploy, HOSTILE_UA, passingDeploy } from './fixtures/canary-scenarios.ts';
+import { invokedAs } from '../cli/commands/canary.ts';
+import { stepCommand } from '../reports/index.ts';
 
 // `continuity canary` as a pipeline runs it: a real process through bin/continuity.mjs,
 // a fresh data directory loaded with the fixture builders' events, the exit code
@@ -59,7 +61,7 @@ describe('continuity canary, break-it cases', () => {
       const port = (fake.address() as { port: number }).port;
       const r = await continuity(['canary', '--deploy', 'latest', '--url', `http://127.0.0.1:${port}`], store);
       expect(r.code).toBe(2);
-      expect(r.stderr).toContain('CONT_ERR_STORE_UNAVAILABLE');
+      expect(r.stderr).toContain('CONT_ERR_API_UNAVAILABLE');
       expect(r.stderr).toContain('without a canary report');
     } finally {
       await new Promise<void>((resolve) => fake.close(() => resolve()));
@@ -115,10 +117,35 @@ describe('continuity canary', () => {
     expect(report.bounds[0]).toMatchObject({ successes: 2, trials: 3 });
     // each next step names the store the canary read, so it runs as pasted
     expect(report.next.length).toBeGreaterThan(0);
-    for (const n of report.next as Array<{ command: string }>) expect(n.command.startsWith(`continuity --data-dir ${store} `), n.command).toBe(true);
+    // (and by the name the CLI was started by: the tests run bin/continuity.mjs from the clone's root)
+    for (const n of report.next as Array<{ command: string }>) expect(n.command.startsWith(`./bin/continuity.mjs --data-dir=${store} `), n.command).toBe(true);
     const query = (report.next as Array<{ command: string }>).find((n) => n.command.includes(' query restarts '))!.command;
-    const pasted = await continuity(query.replace(/^continuity --data-dir \S+ /, '').split(' ').concat('--format', 'json'), store);
+    const pasted = await continuity(query.replace(/^\.\/bin\/continuity\.mjs --data-dir=\S+ /, '').split(' ').concat('--format', 'json'), store);
     expect(pasted.code, pasted.stderr).toBe(0);
+  });
+
+  it('--url with user info is a configuration error that does not print it', async () => {
+    const r = await continuity(['canary', '--deploy', 'latest', '--format', 'json', '--url', 'http://user:hunter2pass@127.0.0.1:9'], store);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('CONT_ERR_CONFIG');
+    expect(r.stderr + r.stdout).not.toContain('hunter2pass');
+    const bad = await continuity(['canary', '--deploy', 'latest', '--url', 'ftp://user:hunter2pass@127.0.0.1:9'], store);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr + bad.stdout).not.toContain('hunter2pass');
+  });
+
+  it('writes a next step\'s values as --flag=value: a service named like a flag stays a value when pasted', async () => {
+    const step = stepCommand({ kind: 'report', from: null, to: '2200-01-01T00:00:00.000000Z', service: '--data-dir=/tmp/elsewhere', environment: '-x' }, {});
+    expect(step).toBe('continuity report --to=2200-01-01T00:00:00.000000Z --service=--data-dir=/tmp/elsewhere --environment=-x');
+    const pasted = await continuity(step.split(' ').slice(1).concat('--json'), store);
+    expect(pasted.code, pasted.stderr).toBe(0);
+    expect(JSON.parse(pasted.stdout).range).toMatchObject({ service: '--data-dir=/tmp/elsewhere', environment: '-x' });
+  });
+
+  it('names itself in next steps as it was started: continuity on the PATH, else the script, ./-relative under the working directory', () => {
+    expect(invokedAs('/usr/local/bin/continuity', '/home/me')).toBe('continuity');
+    expect(invokedAs('/home/me/mcp-continuity/bin/continuity.mjs', '/home/me/mcp-continuity')).toBe('./bin/continuity.mjs');
+    expect(invokedAs('/opt/my tools/bin/continuity.mjs', '/home/me')).toBe('"/opt/my tools/bin/continuity.mjs"');
   });
 
   it('cannot evaluate exits 2: an unknown release, and an empty store', async () => {

@@ -1,3 +1,4 @@
+import { basename, isAbsolute, relative } from 'node:path';
 import { CommanderError, type Command } from 'commander';
 import { ContinuityError, ERROR_CODES, isContinuityError, type ErrorCode } from '../../core/errors.ts';
 import {
@@ -116,7 +117,8 @@ export function registerCanary(program: Command): void {
             remintWindowS: config.remintWindowS,
             gates,
             // a next step pasted as printed reads the same store (a newcomer pass: it read ./.continuity)
-            command: dataDirGiven(cmd) ? `continuity --data-dir ${shellQuote(config.dataDir)}` : 'continuity',
+            // (and by the name this CLI was started by: in a clone that is ./bin/continuity.mjs, not `continuity`)
+            command: dataDirGiven(cmd) ? `${invokedAs()} --data-dir=${shellQuote(config.dataDir)}` : invokedAs(),
           }),
           { read: true },
         );
@@ -138,7 +140,7 @@ export function registerCanary(program: Command): void {
  * POSTs a canary request to `continuity serve`'s `/api/canary` at `base` and returns
  * the rendered report and the exit code its `x-continuity-exit-code` header gives.
  * @throws ContinuityError: the server's coded error (its code, when this registry has
- *   it), CONT_ERR_STORE_UNAVAILABLE when `base` cannot be reached or answers no report,
+ *   it), CONT_ERR_API_UNAVAILABLE when `base` cannot be reached or answers no report,
  *   CONT_ERR_CONFIG for a `base` that is not an http(s) URL.
  */
 async function askServe(base: string, token: string | undefined, body: Record<string, unknown>): Promise<{ body: string; exitCode: number }> {
@@ -147,7 +149,12 @@ async function askServe(base: string, token: string | undefined, body: Record<st
     url = new URL('api/canary', base.endsWith('/') ? base : `${base}/`);
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(url.protocol);
   } catch {
-    throw new ContinuityError('CONT_ERR_CONFIG', `--url: ${JSON.stringify(base)} is not an http(s) URL (e.g. http://127.0.0.1:4318, what serve prints as "listening on")`);
+    // (user info, if any, is not repeated: the message reaches a pipeline's logs)
+    throw new ContinuityError('CONT_ERR_CONFIG', `--url: ${JSON.stringify(base.replace(/\/\/[^/?#]*@/, '//…@'))} is not an http(s) URL (e.g. http://127.0.0.1:4318, what serve prints as "listening on")`);
+  }
+  // credentials in the URL were printed back in errors and never the way to authenticate (a break-it pass)
+  if (url.username !== '' || url.password !== '') {
+    throw new ContinuityError('CONT_ERR_CONFIG', `--url: ${url.origin} carries user info (user:password@), which is neither sent nor printed; give the token with --token or CONTINUITY_INGEST_TOKEN`);
   }
   let res: Response;
   try {
@@ -159,14 +166,14 @@ async function askServe(base: string, token: string | undefined, body: Record<st
     });
   } catch (err) {
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url.origin}: ${cause?.code ?? cause?.message ?? (err as Error).message} (is continuity serve running there?)`, { cause: err });
+    throw new ContinuityError('CONT_ERR_API_UNAVAILABLE', `${url.origin}: ${cause?.code ?? cause?.message ?? (err as Error).message} (is continuity serve running there?)`, { cause: err });
   }
   let text: string;
   try {
     text = await readCapped(res, ANSWER_MAX_BYTES);
   } catch (err) {
     if (isContinuityError(err)) throw err;
-    throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url.origin}: the answer was cut off (${(err as Error).message})`, { cause: err });
+    throw new ContinuityError('CONT_ERR_API_UNAVAILABLE', `${url.origin}: the answer was cut off (${(err as Error).message})`, { cause: err });
   }
   // A report only with both headers, agreeing, and (json) a document that says the same:
   // any server answering 200 would otherwise pass every deploy (a break-it pass: no
@@ -190,7 +197,7 @@ async function askServe(base: string, token: string | undefined, body: Record<st
     const detail = coded.message?.startsWith(prefix) ? coded.message.slice(prefix.length) : coded.message;
     throw new ContinuityError(code, `${detail ?? ''} (${url.origin} answered ${res.status})`, { details: { status: res.status } });
   }
-  throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${url.origin} answered ${res.status} without a canary report: ${text.slice(0, 200)}`, { details: { status: res.status } });
+  throw new ContinuityError('CONT_ERR_API_UNAVAILABLE', `${url.origin} answered ${res.status} without a canary report: ${text.slice(0, 200)}`, { details: { status: res.status } });
 }
 
 /** The exit code of each verdict (reports/canary.ts). */
@@ -211,17 +218,28 @@ function jsonAgrees(format: unknown, text: string, verdict: string, exitCode: nu
 
 /**
  * The body of `res` as text, at most `max` bytes.
- * @throws ContinuityError CONT_ERR_STORE_UNAVAILABLE over `max`; the stream's error when it is cut.
+ * @throws ContinuityError CONT_ERR_API_UNAVAILABLE over `max`; the stream's error when it is cut.
  */
 async function readCapped(res: Response, max: number): Promise<string> {
   const chunks: Buffer[] = [];
   let n = 0;
   for await (const chunk of res.body ?? []) {
     n += (chunk as Uint8Array).length;
-    if (n > max) throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `the answer is over ${max} bytes: no canary report is that long`);
+    if (n > max) throw new ContinuityError('CONT_ERR_API_UNAVAILABLE', `the answer is over ${max} bytes: no canary report is that long`);
     chunks.push(Buffer.from(chunk as Uint8Array));
   }
   return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * How this CLI was started, for commands a reader pastes: `continuity` when run by that
+ * name (a `npm link` or `npx` shim), else the script's path (bin/continuity.mjs),
+ * `./`-relative when it lies under the working directory, absolute otherwise; shell-quoted.
+ */
+export function invokedAs(script = process.argv[1] ?? '', cwd = process.cwd()): string {
+  if (basename(script) === 'continuity' || script === '') return 'continuity';
+  const rel = relative(cwd, script);
+  return shellQuote(rel !== '' && !rel.startsWith('..') && !isAbsolute(rel) ? `./${rel}` : script);
 }
 
 /** True when the data directory was named (`--data-dir` or CONTINUITY_DATA_DIR), not the default. */

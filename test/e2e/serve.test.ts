@@ -111,7 +111,7 @@ describe('continuity serve', () => {
     const { next } = report as unknown as { next: Array<{ command: string }> };
     expect(next.length).toBeGreaterThan(0);
     for (const { command } of next) {
-      expect(command.startsWith(`curl -s -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN" `), command).toBe(true);
+      expect(command.startsWith(`curl -s --fail-with-body -H "authorization: Bearer $CONTINUITY_INGEST_TOKEN" `), command).toBe(true);
       const pasted = spawnSync('bash', ['-c', `${command} -w '\n%{http_code}'`], { encoding: 'utf8', env: { ...process.env, CONTINUITY_INGEST_TOKEN: TOKEN }, timeout: 60_000 });
       expect(pasted.status, `${command}: ${pasted.stderr}`).toBe(0);
       expect(pasted.stdout.trim().split('\n').at(-1), `${command}: ${pasted.stdout}`).toBe('200');
@@ -121,7 +121,7 @@ describe('continuity serve', () => {
     expect(wrongToken.stderr).toContain('CONT_ERR_UNAUTHORIZED');
     const nobody = cli('canary', '--deploy', 'latest', '--url', 'http://127.0.0.1:9');
     expect(nobody.status).toBe(2);
-    expect(nobody.stderr).toContain('CONT_ERR_STORE_UNAVAILABLE');
+    expect(nobody.stderr).toContain('CONT_ERR_API_UNAVAILABLE');
   });
 
   it('shuts down gracefully on SIGTERM, and what it accepted is in the store afterwards', async () => {
