@@ -63,9 +63,10 @@ export function registerServe(program: Command): void {
       // a second signal exits at once: say what of the accepted events it leaves unwritten
       const signal = untilSignal(
         () => {
-          const { bufferedRows, pendingBatches } = server.transport.writer.stats;
+          const { bufferedRows, pendingBatches, pendingRows } = server.transport.writer.stats;
           if (bufferedRows === 0 && pendingBatches === 0) return 'every accepted event was written';
-          return `accepted events not yet written are lost: ${bufferedRows} buffered, ${pendingBatches} batch(es) being written`;
+          // (in events: a count of batches left the reader to guess how many; a break-it pass)
+          return `${bufferedRows + pendingRows} accepted event(s) not yet written are lost: ${bufferedRows} in the open batch, ${pendingRows} in ${pendingBatches} batch(es) queued or being written`;
         },
         () => store.statements > 0,
       );

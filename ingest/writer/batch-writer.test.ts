@@ -39,7 +39,7 @@ describe('createBatchWriter', () => {
     for (const r of ['a', 'b', 'c', 'd', 'e']) await w.write(r);
     await w.flush();
     expect(sink.bodies).toEqual(['a\nb', 'c\nd', 'e']);
-    expect(w.stats).toMatchObject({ rows: 5, batches: 3, bytes: 7, dropped: 0, bufferedRows: 0, pendingBatches: 0 });
+    expect(w.stats).toMatchObject({ rows: 5, batches: 3, bytes: 7, dropped: 0, bufferedRows: 0, pendingBatches: 0, pendingRows: 0 });
   });
 
   it('cuts batches by size; an oversized row makes a batch of its own', async () => {
@@ -227,7 +227,7 @@ describe('createBatchWriter with concurrency', () => {
     sink.settle('c\nd'); // the later batch finishes first
     await blocked;
     expect(sink.bodies).toEqual(['a\nb', 'c\nd', 'e\nf']);
-    expect(w.stats).toMatchObject({ rows: 2, batches: 1, pendingBatches: 2 });
+    expect(w.stats).toMatchObject({ rows: 2, batches: 1, pendingBatches: 2, pendingRows: 4 });
     const flushed = w.flush();
     let done = false;
     void flushed.then(() => (done = true));
@@ -236,7 +236,7 @@ describe('createBatchWriter with concurrency', () => {
     expect(done).toBe(false); // flush waits for every batch, not just the newest
     sink.settle('a\nb');
     await flushed;
-    expect(w.stats).toMatchObject({ rows: 6, batches: 3, pendingBatches: 0 });
+    expect(w.stats).toMatchObject({ rows: 6, batches: 3, pendingBatches: 0, pendingRows: 0 });
 
     const serial = okSink();
     const s = createBatchWriter({ sink: serial, maxRows: 2, flushIntervalMs: 0 });

@@ -79,6 +79,8 @@ export interface BatchWriterStats {
   bufferedRows: number;
   /** Sealed batches queued or being written. */
   pendingBatches: number;
+  /** Rows in those batches. */
+  pendingRows: number;
 }
 
 /** The writer returned by {@link createBatchWriter}. */
@@ -128,7 +130,7 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
     throw new RangeError('maxRows, maxBytes, maxPendingBatches and concurrency must be >= 1 and flushIntervalMs >= 0');
   }
 
-  const stats: BatchWriterStats = { rows: 0, batches: 0, bytes: 0, dropped: 0, failedBatches: 0, bufferedRows: 0, pendingBatches: 0 };
+  const stats: BatchWriterStats = { rows: 0, batches: 0, bytes: 0, dropped: 0, failedBatches: 0, bufferedRows: 0, pendingBatches: 0, pendingRows: 0 };
   // The open batch is encoded into one reused byte buffer as rows arrive: rows die
   // young (cheap for the GC) instead of living until the batch is joined.
   let buf = Buffer.allocUnsafe(Math.min(maxBytes, 1 << 20) + 1024);
@@ -172,6 +174,7 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
     }
     inFlight--;
     stats.pendingBatches--;
+    stats.pendingRows -= n;
     if (result.ok) {
       stats.rows += n;
       stats.batches++;
@@ -224,6 +227,7 @@ export function createBatchWriter(options: BatchWriterOptions): BatchWriter {
     used = 0;
     queue.push(batch);
     stats.pendingBatches++;
+    stats.pendingRows += rows;
     pump();
     return true;
   };
