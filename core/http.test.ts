@@ -1,5 +1,6 @@
+import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';
-import { codedRequestError, JsonBodyError, parseJsonBody } from './http.ts';
+import { closeWithin, codedRequestError, JsonBodyError, parseJsonBody, trackConnections } from './http.ts';
 
 describe('parseJsonBody', () => {
   it('parses JSON, skipping a byte-order mark', () => {
@@ -30,5 +31,34 @@ describe('parseJsonBody', () => {
   });
   it('lets a constructor key without a prototype, and __proto__ as a value, through', () => {
     expect(parseJsonBody('{"constructor":"c","k":"__proto__","v":{"constructor":{"x":1}}}')).toEqual({ constructor: 'c', k: '__proto__', v: { constructor: { x: 1 } } });
+  });
+});
+
+describe('closeWithin', () => {
+  it('answers a request still running at the deadline 503 CONT_ERR_SHUTDOWN (it was cut off with no answer), and lets a quick one finish', async () => {
+    const app = Fastify();
+    trackConnections(app.server);
+    let release: () => void = () => {};
+    const never = new Promise<void>((resolve) => (release = resolve));
+    app.get('/slow', async () => {
+      await never;
+      return { late: true };
+    });
+    app.get('/quick', async () => {
+      await new Promise((r) => setTimeout(r, 50));
+      return { ok: true };
+    });
+    const base = await app.listen({ host: '127.0.0.1', port: 0 });
+    const slow = fetch(`${base}/slow`);
+    const quick = fetch(`${base}/quick`);
+    await new Promise((r) => setTimeout(r, 20));
+    await closeWithin(app, 300);
+    const [s, q] = await Promise.all([slow, quick]);
+    expect(q.status).toBe(200);
+    expect(await q.json()).toEqual({ ok: true });
+    expect(s.status).toBe(503);
+    expect(s.headers.get('retry-after')).toBe('1');
+    expect(await s.json()).toMatchObject({ code: 'CONT_ERR_SHUTDOWN', details: { graceMs: 300 } });
+    release();
   });
 });

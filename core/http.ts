@@ -336,45 +336,67 @@ export const REQUEST_TIMEOUT_MS = 60_000;
 /** How long a shutdown waits for requests in flight before it closes their connections, ms. */
 export const CLOSE_GRACE_MS = 10_000;
 
-/** The open sockets of each server {@link trackConnections} was given. */
-const OPEN_SOCKETS = new WeakMap<object, Set<Socket>>();
+/** The open sockets, and the responses not yet finished, of each server {@link trackConnections} was given. */
+const OPEN = new WeakMap<object, { sockets: Set<Socket>; responses: Set<ServerResponse> }>();
 
 /**
- * Starts counting a server's open connections, for {@link closeWithin}: call it on
- * a fastify app's `server` before it listens.
+ * Starts counting a server's open connections and unfinished responses, for
+ * {@link closeWithin}: call it on a fastify app's `server` before it listens.
  */
-export function trackConnections(server: { on(event: 'connection', listener: (socket: Socket) => void): unknown }): void {
-  const open = new Set<Socket>();
-  OPEN_SOCKETS.set(server, open);
+export function trackConnections(server: {
+  on(event: 'connection', listener: (socket: Socket) => void): unknown;
+  on(event: 'request', listener: (req: IncomingMessage, res: ServerResponse) => void): unknown;
+}): void {
+  const open = { sockets: new Set<Socket>(), responses: new Set<ServerResponse>() };
+  OPEN.set(server, open);
   server.on('connection', (socket) => {
-    open.add(socket);
-    socket.once('close', () => open.delete(socket));
+    open.sockets.add(socket);
+    socket.once('close', () => open.sockets.delete(socket));
+  });
+  server.on('request', (_req, res) => {
+    open.responses.add(res);
+    res.once('close', () => open.responses.delete(res));
   });
 }
 
 /**
  * Closes a fastify app: stops listening and waits for the connections still open
- * (requests in flight) to end, for at most `graceMs`; then destroys those still
- * open. fastify's `close()` waits for a request still arriving, and a client that
- * sent its body a byte at a time held the shutdown for as long as it kept sending
- * (found by a break-it pass). The connections are counted by
- * {@link trackConnections} (without it, only `close()` is awaited). A request cut
- * off gets no response; an ingest request that got none was not acknowledged, so
- * its client sends it again.
+ * (requests in flight) to end, for at most `graceMs`; then answers each request still
+ * without a response 503 `CONT_ERR_SHUTDOWN` (retriable, `Connection: close`) and
+ * destroys the connections still open. fastify's `close()` waits for a request still
+ * arriving, and a client that sent its body a byte at a time held the shutdown for as
+ * long as it kept sending (found by a break-it pass); a statement or canary report
+ * still running at the deadline was cut off with no answer at all (another). The
+ * connections are counted by {@link trackConnections} (without it, only `close()` is
+ * awaited). An ingest request answered 503 was not acknowledged, so its client sends
+ * it again.
  * @param app the app (fastify 5)
  * @param graceMs the wait, ms (default {@link CLOSE_GRACE_MS})
  * @throws whatever `app.close()` rejects with
  */
 export async function closeWithin(app: { close(): PromiseLike<unknown>; server: object }, graceMs = CLOSE_GRACE_MS): Promise<void> {
-  const open = OPEN_SOCKETS.get(app.server) ?? new Set<Socket>();
+  const open = OPEN.get(app.server) ?? { sockets: new Set<Socket>(), responses: new Set<ServerResponse>() };
   const deadline = setTimeout(() => {
-    for (const s of open) s.destroy();
+    const err = new ContinuityError('CONT_ERR_SHUTDOWN', `the server stopped before this request finished (it waited ${graceMs / 1000} s for it)`, { details: { graceMs } });
+    const body = JSON.stringify(err.toJSON());
+    for (const res of open.responses) {
+      if (res.headersSent || res.writableEnded) continue;
+      const socket = res.socket;
+      res.writeHead(err.httpStatus, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close', 'retry-after': '1' });
+      // (the socket goes once the answer is written: a destroy now could cut it off)
+      res.end(body, () => socket?.destroy());
+    }
+    for (const s of open.sockets) if (![...open.responses].some((r) => r.socket === s)) s.destroy();
+    // whatever did not take its answer within a second goes too
+    setTimeout(() => {
+      for (const s of open.sockets) s.destroy();
+    }, 1000).unref();
   }, graceMs);
   deadline.unref();
   try {
     await app.close();
     // close() may also resolve with a connection still open: wait for it as well
-    await Promise.all([...open].map((s) => (s.destroyed ? undefined : new Promise<void>((resolve) => s.once('close', () => resolve())))));
+    await Promise.all([...open.sockets].map((s) => (s.destroyed ? undefined : new Promise<void>((resolve) => s.once('close', () => resolve())))));
   } finally {
     clearTimeout(deadline);
   }

@@ -136,7 +136,7 @@ describe('continuity serve', () => {
 });
 
 describe('continuity serve with a request still arriving at SIGTERM', () => {
-  it('cuts that request off after its grace (10 s) and exits, rather than wait for the client', async () => {
+  it('answers that request 503 after its grace (10 s) and exits, rather than wait for the client', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-slow-'));
     const s = spawnServe(dir);
     const { proc } = s;
@@ -152,7 +152,7 @@ describe('continuity serve with a request still arriving at SIGTERM', () => {
       // (Node's server, RFC 9110 §10.1.1), so the request is in flight when the signal comes
       let received = '';
       socket.on('data', (c: Buffer) => (received += c.toString('latin1')));
-      socket.write('POST /v1/events HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n');
+      socket.write('POST /v1/events HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100000\r\nExpect: 100-continue\r\n\r\n');
       await waitFor(() => received.startsWith('HTTP/1.1 100 Continue'), { timeoutMs: 10_000, what: 'serve to read the request head' });
       // then a byte a second: the request never completes while the client lives (it outlives the test)
       socket.write('[');
@@ -162,6 +162,9 @@ describe('continuity serve with a request still arriving at SIGTERM', () => {
       expect(await waitForExit(proc, 40_000), s.err).toBe(true);
       expect(proc.exitCode, s.err).toBe(0);
       await cut;
+      // answered, not just cut off: 503 CONT_ERR_SHUTDOWN, so the client knows to send it again
+      expect(received).toMatch(/HTTP\/1\.1 503 Service Unavailable\r\n/);
+      expect(received).toContain('"code":"CONT_ERR_SHUTDOWN"');
     } finally {
       clearInterval(drip);
       socket.destroy();
