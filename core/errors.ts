@@ -105,7 +105,7 @@ export const ERROR_CODES = {
     message: 'the component is shutting down',
     retriable: true,
     httpStatus: 503,
-    fix: 'Retry against another instance or after restart.',
+    fix: 'Retry against another instance or after restart (a request still in flight 10 s after `serve`, `gateway` or `consumer --port` was told to stop is answered with this).',
   },
   CONT_ERR_BAD_REQUEST: {
     message: 'the request is malformed',
