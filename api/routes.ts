@@ -4,7 +4,7 @@ import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, c
 import { NAMED_QUERIES, bindParams, getQuery, paramDefaults, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { tsvTable } from '../core/table.ts';
 import { buildCanaryReport, buildContinuityReport, CANARY_FORMATS, gatesFromData, parseDuration, renderCanary, type CanaryFormat } from '../reports/index.ts';
-import type { Store } from '../store/index.ts';
+import { MAX_SQL_ROWS, type Store } from '../store/index.ts';
 
 /** Options of {@link apiRoutes}. */
 export interface ApiOptions {
@@ -38,7 +38,7 @@ const SqlBody = z
   .object({
     sql: z.string().min(1).max(100_000),
     format: z.enum(Object.keys(SQL_FORMATS) as [keyof typeof SQL_FORMATS, ...Array<keyof typeof SQL_FORMATS>]).default('json'),
-    max_rows: z.number().int().min(1).max(1_000_000).default(10_000),
+    max_rows: z.number().int().min(1).max(MAX_SQL_ROWS).default(10_000),
     timeout_s: z.number().int().min(1).max(600).default(30),
   })
   .strict();

@@ -531,6 +531,14 @@ export const MAX_RESULT_BYTES = 256 << 20;
 export const MAX_MEMORY_BYTES = 2 * 1024 ** 3;
 
 /**
+ * The most rows one ad hoc statement returns (`continuity sql --max-rows`, `POST /api/sql`
+ * `max_rows`). The memory bound above does not cover the formatted output, which the
+ * embedded engine builds whole: 100,000,000 rows of 110 bytes reached 6.6 GB before the
+ * result bound stopped them (a break-it pass); a million such rows is about 110 MB.
+ */
+export const MAX_SQL_ROWS = 1_000_000;
+
+/**
  * A full disk in the words of the engine and of the OS: ClickHouse's NOT_ENOUGH_SPACE
  * (code 243: "Cannot reserve 1.00 MiB, not enough space", raised before a part is
  * written; a CREATE on a full disk says only the text), and a write that met ENOSPC

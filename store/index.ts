@@ -1,5 +1,5 @@
 /** The ClickHouse store (embedded chDB or server) behind one @clickhouse/client. */
-export { openStore, decodeCompact, classifyStoreError } from './client.ts';
+export { openStore, decodeCompact, classifyStoreError, MAX_SQL_ROWS } from './client.ts';
 export type { ReadOnlyOptions, Store } from './client.ts';
 export { migrate, applyRetention, retentionDaysOf, retentionChangesOf, loadMigrations, splitStatements, RETAINED_TABLES, MIN_FREE_BYTES_FOR_DDL } from './migrate.ts';
 export type { DdlOptions, Migration } from './migrate.ts';

@@ -447,6 +447,8 @@ describe('bad flags and closed pipes', () => {
       [['sql', 'SELECT 1', '-f', 'xml'], '--format'],
       [['sql', 'SELECT 1', '--max-rows', 'abc'], '--max-rows'],
       [['sql', 'SELECT 1', '--max-rows', '-5'], '--max-rows'],
+      // (as POST /api/sql: 100,000,000 narrow rows took 6.6 GB before the result bound stopped them)
+      [['sql', 'SELECT 1', '--max-rows', '1000001'], '--max-rows'],
       [['sql', 'SELECT 1', '--timeout', 'abc'], '--timeout'],
       [['sql', 'SELECT 1', '--timeout', '0.5'], '--timeout takes a positive whole number'],
       [['sql', 'SELECT 1', '--timeout', '700'], '--timeout takes at most 600 seconds'],

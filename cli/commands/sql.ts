@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { ContinuityError } from '../../core/errors.ts';
 import { configFrom, positiveFlag, withStore } from '../context.ts';
+import { MAX_SQL_ROWS } from '../../store/index.ts';
 import { tsvTable } from '../../core/table.ts';
 
 /** The longest an ad hoc statement may run, s (as `timeout_s` of POST /api/sql). */
@@ -28,7 +29,7 @@ export function registerSql(program: Command): void {
     .description('run ad hoc read-only SQL (the store enforces readonly=1; writes are refused)')
     .argument('<statement>', 'one SELECT (WITH, subqueries and UNION are fine; no SETTINGS clause); for tables and columns query system.tables and system.columns; read event tables with FINAL to count a re-delivered event once')
     .option('-f, --format <format>', 'table | json | csv | arrow (Arrow IPC stream)', 'table')
-    .option('--max-rows <n>', 'stop after this many rows', '10000')
+    .option('--max-rows <n>', `stop after this many rows, at most ${MAX_SQL_ROWS}`, '10000')
     .option('--timeout <seconds>', `maximum execution time, whole seconds, at most ${MAX_TIMEOUT_S}`, '30')
     .action(async (statement: string, opts: { format: string; maxRows: string; timeout: string }, cmd: Command) => {
       const format = Object.hasOwn(FORMATS, opts.format) ? FORMATS[opts.format] : undefined;
@@ -38,6 +39,8 @@ export function registerSql(program: Command): void {
         throw new ContinuityError('CONT_ERR_CONFIG', '--format arrow writes binary Arrow IPC, and standard output is a terminal: redirect it to a file or a pipe (> result.arrows)');
       }
       const maxRows = positiveFlag('--max-rows', opts.maxRows, true);
+      // (as POST /api/sql: the engine builds the whole output, outside its memory bound)
+      if (maxRows > MAX_SQL_ROWS) throw new ContinuityError('CONT_ERR_CONFIG', `--max-rows takes at most ${MAX_SQL_ROWS} rows (got ${JSON.stringify(opts.maxRows)}); for more, page with WHERE or LIMIT … OFFSET`);
       // whole seconds, 1 to 600, as POST /api/sql takes them (0.5 ran as 1 s, 700 was taken)
       const maxExecutionS = positiveFlag('--timeout', opts.timeout, true);
       if (maxExecutionS > MAX_TIMEOUT_S) throw new ContinuityError('CONT_ERR_CONFIG', `--timeout takes at most ${MAX_TIMEOUT_S} seconds (got ${JSON.stringify(opts.timeout)})`);
