@@ -496,7 +496,7 @@ describe('bad flags and closed pipes', () => {
     const dir = freshDir();
     const { stdout, stderr } = await run(
       'bash',
-      ['-c', `"${process.execPath}" "${BIN}" sql "SELECT number FROM numbers(2000000)" -f csv --max-rows 2000000 | head -2`],
+      ['-c', `"${process.execPath}" "${BIN}" sql "SELECT number FROM numbers(1000000)" -f csv --max-rows 1000000 | head -2`],
       { env: { ...process.env, CONTINUITY_DATA_DIR: dir }, maxBuffer: 64 << 20 },
     );
     expect(stdout).toBe('"number"\n0\n');
