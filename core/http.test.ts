@@ -1,4 +1,5 @@
 import Fastify from 'fastify';
+import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { closeWithin, codedRequestError, JsonBodyError, parseJsonBody, trackConnections } from './http.ts';
 
@@ -61,4 +62,31 @@ describe('closeWithin', () => {
     expect(await s.json()).toMatchObject({ code: 'CONT_ERR_SHUTDOWN', details: { graceMs: 300 } });
     release();
   });
+
+  it('lets a response whose body is still being written to a slow reader finish (Node destroyed it as idle at close)', async () => {
+    const app = Fastify();
+    trackConnections(app.server);
+    const big = 'x'.repeat(16 << 20);
+    app.get('/big', async (_req, reply) => reply.header('content-type', 'text/plain').send(big));
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const port = (app.server.address() as { port: number }).port;
+    let received = 0;
+    let closing: Promise<void> | undefined;
+    const done = new Promise<void>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write('GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'));
+      socket.on('data', (chunk: Buffer) => {
+        received += chunk.length;
+        // the server is told to stop while most of the body is still to come
+        closing ??= closeWithin(app, 20_000);
+        socket.pause();
+        setTimeout(() => socket.resume(), 8);
+      });
+      socket.on('end', () => resolve());
+      socket.on('error', reject);
+    });
+    await done;
+    await closing;
+    expect(received).toBeGreaterThan(16 << 20); // the whole body, and its head
+  }, 60_000);
 });
+
