@@ -167,6 +167,7 @@ describe('/api/canary', () => {
       [{ deploy: 'latest', gates: { nope: { max: 1 } } }, /field nope: unknown field/],
       [{ deploy: 'latest', gates: { proxy_5xx_in_gap: { max: -1 } } }, /field proxy_5xx_in_gap\.max/],
       [{ deploy: 'latest', format: 'pdf' }, /format: /],
+      [{ deploy: 'latest', gates: null }, /gates: null holds no gates/],
       [{ deploy: 'latest', extra: 1 }, /extra/],
       [`{"deploy":"latest","gates":{"proxy_5xx_in_gap":{"max":${'['.repeat(5000)}${']'.repeat(5000)}}}}`, /^the request is malformed: gates: field proxy_5xx_in_gap\.max: /],
       // (500,000 keys once froze serve for minutes: the problems listed are the first ten)

@@ -81,6 +81,16 @@ function selfBase(req: FastifyRequest): string {
   return `${scheme}://${local.includes(':') ? `[${local}]` : local}:${req.socket.localPort ?? 80}`;
 }
 
+/**
+ * A request's `gates`, refused when null: as a gates file holding `null` is (a template
+ * that rendered to nothing), not taken for the defaults. `{}` keeps them.
+ * @throws ContinuityError CONT_ERR_CONFIG (answered 400 by the canary route).
+ */
+function noGatesRefused(gates: unknown): unknown {
+  if (gates === null) throw new ContinuityError('CONT_ERR_CONFIG', 'gates: null holds no gates; give the gates to change, {} for the defaults, or leave gates out');
+  return gates;
+}
+
 /** Content type of each canary format. */
 const CANARY_TYPES: Readonly<Record<CanaryFormat, string>> = {
   json: 'application/json; charset=utf-8',
@@ -202,7 +212,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
         mcpPaths: options.queryDefaults?.mcpPaths,
         remintWindowS: options.queryDefaults?.remintWindowS,
         // (validated as data: the body is parsed JSON already)
-        gates: b.gates === undefined ? undefined : gatesFromData(b.gates, 'gates', 'request body'),
+        gates: b.gates === undefined ? undefined : gatesFromData(noGatesRefused(b.gates), 'gates', 'request body'),
         // next steps as requests to this API: this process owns the store, so a pasted
         // `continuity query` would meet its lock (a break-it pass)
         api: { base: selfBase(req), token: options.bearerToken !== undefined },

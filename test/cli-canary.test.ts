@@ -1,5 +1,5 @@
 import { execFile, spawnSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, mkdtempSync, openSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -129,9 +129,11 @@ describe('continuity canary', () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('CONT_ERR_CONFIG');
     expect(r.stderr + r.stdout).not.toContain('hunter2pass');
-    const bad = await continuity(['canary', '--deploy', 'latest', '--url', 'ftp://user:hunter2pass@127.0.0.1:9'], store);
-    expect(bad.code).toBe(2);
-    expect(bad.stderr + bad.stdout).not.toContain('hunter2pass');
+    for (const url of ['ftp://user:hunter2pass@127.0.0.1:9', 'user:hunter2pass@127.0.0.1:9', 'http://user:hunter2pass/x@127.0.0.1:9', 'http://user:hunter2pass#x@127.0.0.1:9']) {
+      const bad = await continuity(['canary', '--deploy', 'latest', '--format', 'json', '--url', url], store);
+      expect(bad.code, url).toBe(2);
+      expect(bad.stderr + bad.stdout, url).not.toContain('hunter2pass');
+    }
   });
 
   it('writes a next step\'s values as --flag=value: a service named like a flag stays a value when pasted', async () => {
@@ -142,10 +144,24 @@ describe('continuity canary', () => {
     expect(JSON.parse(pasted.stdout).range).toMatchObject({ service: '--data-dir=/tmp/elsewhere', environment: '-x' });
   });
 
-  it('names itself in next steps as it was started: continuity on the PATH, else the script, ./-relative under the working directory', () => {
-    expect(invokedAs('/usr/local/bin/continuity', '/home/me')).toBe('continuity');
-    expect(invokedAs('/home/me/mcp-continuity/bin/continuity.mjs', '/home/me/mcp-continuity')).toBe('./bin/continuity.mjs');
-    expect(invokedAs('/opt/my tools/bin/continuity.mjs', '/home/me')).toBe('"/opt/my tools/bin/continuity.mjs"');
+  it('names itself in next steps as a reader can run it: continuity where the PATH has this launcher, else bin/continuity.mjs, ./-relative under the working directory', () => {
+    const root = new URL('..', import.meta.url).pathname.replace(/\/$/, '');
+    const launcher = join(root, 'bin', 'continuity.mjs');
+    expect(invokedAs(root, '', launcher)).toBe('./bin/continuity.mjs');
+    expect(invokedAs('/nowhere/else', '', launcher)).toBe(launcher.includes(' ') ? `"${launcher}"` : launcher);
+    // npm link / a global install: `continuity` on the PATH is this launcher
+    const linked = mkdtempSync(join(tmpdir(), 'continuity-path-'));
+    const other = mkdtempSync(join(tmpdir(), 'continuity-path-'));
+    try {
+      symlinkSync(launcher, join(linked, 'continuity'));
+      writeFileSync(join(other, 'continuity'), '#!/bin/sh\n', { mode: 0o755 });
+      expect(invokedAs('/nowhere/else', `${linked}:/usr/bin`, launcher)).toBe('continuity');
+      // another program of that name first on the PATH is not this one
+      expect(invokedAs(root, `${other}:${linked}`, launcher)).toBe('./bin/continuity.mjs');
+    } finally {
+      rmSync(linked, { recursive: true, force: true });
+      rmSync(other, { recursive: true, force: true });
+    }
   });
 
   it('cannot evaluate exits 2: an unknown release, and an empty store', async () => {

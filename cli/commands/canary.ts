@@ -1,4 +1,6 @@
-import { basename, isAbsolute, relative } from 'node:path';
+import { existsSync, realpathSync } from 'node:fs';
+import { delimiter, isAbsolute, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { CommanderError, type Command } from 'commander';
 import { ContinuityError, ERROR_CODES, isContinuityError, type ErrorCode } from '../../core/errors.ts';
 import {
@@ -149,8 +151,10 @@ async function askServe(base: string, token: string | undefined, body: Record<st
     url = new URL('api/canary', base.endsWith('/') ? base : `${base}/`);
     if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new Error(url.protocol);
   } catch {
-    // (user info, if any, is not repeated: the message reaches a pipeline's logs)
-    throw new ContinuityError('CONT_ERR_CONFIG', `--url: ${JSON.stringify(base.replace(/\/\/[^/?#]*@/, '//…@'))} is not an http(s) URL (e.g. http://127.0.0.1:4318, what serve prints as "listening on")`);
+    // (one holding an @, as user info would, is not repeated: the message reaches a
+    // pipeline's logs, and a password with / ? # in it escaped a masking; a break-it pass)
+    const shown = base.includes('@') ? 'the value given (not repeated: it holds an @, as user info would)' : JSON.stringify(base);
+    throw new ContinuityError('CONT_ERR_CONFIG', `--url: ${shown} is not an http(s) URL (e.g. http://127.0.0.1:4318, what serve prints as "listening on")`);
   }
   // credentials in the URL were printed back in errors and never the way to authenticate (a break-it pass)
   if (url.username !== '' || url.password !== '') {
@@ -231,15 +235,29 @@ async function readCapped(res: Response, max: number): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** This package's launcher, bin/continuity.mjs (absolute). */
+const LAUNCHER = fileURLToPath(new URL('../../bin/continuity.mjs', import.meta.url));
+
 /**
- * How this CLI was started, for commands a reader pastes: `continuity` when run by that
- * name (a `npm link` or `npx` shim), else the script's path (bin/continuity.mjs),
- * `./`-relative when it lies under the working directory, absolute otherwise; shell-quoted.
+ * How to run this CLI in a command a reader pastes: `continuity` when that name on the
+ * PATH is this package's launcher (`npm link`, a global install), else the launcher's
+ * path, `./`-relative when it lies under the working directory, absolute otherwise;
+ * shell-quoted. Not the script the process was started with: under `npm run continuity`
+ * that is cli/main.ts (no shebang), under `npx` a shim off the PATH (a break-it pass).
+ * @param path the PATH to search (default process.env.PATH)
  */
-export function invokedAs(script = process.argv[1] ?? '', cwd = process.cwd()): string {
-  if (basename(script) === 'continuity' || script === '') return 'continuity';
-  const rel = relative(cwd, script);
-  return shellQuote(rel !== '' && !rel.startsWith('..') && !isAbsolute(rel) ? `./${rel}` : script);
+export function invokedAs(cwd = process.cwd(), path = process.env.PATH ?? '', launcher = LAUNCHER): string {
+  const same = (p: string): boolean => {
+    try {
+      return realpathSync(p) === realpathSync(launcher);
+    } catch {
+      return false;
+    }
+  };
+  const first = path.split(delimiter).filter(Boolean).map((dir) => join(dir, 'continuity')).find((p) => existsSync(p));
+  if (first !== undefined && same(first)) return 'continuity';
+  const rel = relative(cwd, launcher);
+  return shellQuote(rel !== '' && !rel.startsWith('..') && !isAbsolute(rel) ? `./${rel}` : launcher);
 }
 
 /** True when the data directory was named (`--data-dir` or CONTINUITY_DATA_DIR), not the default. */

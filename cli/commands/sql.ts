@@ -53,6 +53,9 @@ export function registerSql(program: Command): void {
         process.stdout.write(out);
       }
       // (stderr: the output stays the result alone, for pipes and files)
-      if (limited) process.stderr.write(`note: the output stops at --max-rows ${maxRows} rows; the result may have more (raise --max-rows)\n`);
+      if (limited) {
+        const more = maxRows < MAX_SQL_ROWS ? 'raise --max-rows' : 'page with WHERE or LIMIT … OFFSET';
+        process.stderr.write(`note: the output stops at --max-rows ${maxRows} rows; the result may have more (${more})\n`);
+      }
     });
 }
