@@ -69,7 +69,7 @@ describe('/api/canary', () => {
 
   it('is the canary report of `continuity canary`, its verdict and exit code in headers, in json, md or html', async () => {
     // (its next steps are requests to this API: inject's Host is localhost:80, the default port)
-    const expected = await buildCanaryReport(t.store, { deploy: 'latest', api: { base: 'http://localhost', token: true } });
+    const expected = await buildCanaryReport(t.store, { deploy: 'latest', api: { base: 'http://localhost:80', token: true } });
     expect(expected.deploy).not.toBeNull(); // S1's restart, inferred from the proxy log
     const res = await post({ deploy: 'latest' });
     expect(res.statusCode, res.body).toBe(200);
@@ -146,7 +146,7 @@ describe('/api/canary', () => {
       expect(next, body).toBeInstanceOf(Array);
       for (const { command } of next!) expect(command, head).toMatch(new RegExp(`"?http://${host}:${port}/api/`));
     }
-    const reportStep = await run({ kind: 'report', from: null, to: null, service: SERVICE, environment: '' });
+    const reportStep = await run({ kind: 'report', params: { service: SERVICE } });
     expect(reportStep.status, reportStep.body).toBe('200');
     expect(JSON.parse(reportStep.body)).toMatchObject({ range: { service: SERVICE } });
   });
@@ -167,7 +167,7 @@ describe('/api/canary', () => {
       [{ deploy: 'latest', gates: { nope: { max: 1 } } }, /field nope: unknown field/],
       [{ deploy: 'latest', gates: { proxy_5xx_in_gap: { max: -1 } } }, /field proxy_5xx_in_gap\.max/],
       [{ deploy: 'latest', format: 'pdf' }, /format: /],
-      [{ deploy: 'latest', gates: null }, /gates: null holds no gates/],
+      [{ deploy: 'latest', gates: null }, /gates: holds no gates/],
       [{ deploy: 'latest', extra: 1 }, /extra/],
       [`{"deploy":"latest","gates":{"proxy_5xx_in_gap":{"max":${'['.repeat(5000)}${']'.repeat(5000)}}}}`, /^the request is malformed: gates: field proxy_5xx_in_gap\.max: /],
       // (500,000 keys once froze serve for minutes: the problems listed are the first ten)

@@ -66,29 +66,12 @@ const CanaryBody = z
  */
 function selfBase(req: FastifyRequest): string {
   const scheme = req.protocol === 'https' ? 'https' : 'http';
-  const host = req.host;
-  if (host && /^[\w.-]+(:\d{1,5})?$|^\[[\da-fA-F:.]+\](:\d{1,5})?$/.test(host)) {
-    try {
-      const url = new URL(`${scheme}://${host}`);
-      // a Host without its port (RFC 9110 §7.2 allows it for the scheme's default) reached this port
-      if (url.port === '' && !/:\d+$/.test(host) && req.socket.localPort !== undefined && String(req.socket.localPort) !== (scheme === 'https' ? '443' : '80')) url.port = String(req.socket.localPort);
-      if (url.username === '' && url.pathname === '/') return url.origin;
-    } catch {
-      // not a host: the local address below
-    }
-  }
+  // (a Host without its port, which RFC 9110 §7.2 allows for the scheme's default, reached this port)
+  const port = req.socket.localPort ?? (scheme === 'https' ? 443 : 80);
+  const m = /^([\w.-]+|\[[\da-fA-F:.]+\])(?::(\d{1,5}))?$/.exec(req.host ?? '');
+  if (m) return `${scheme}://${m[1]}:${m[2] ?? port}`;
   const local = (req.socket.localAddress ?? '127.0.0.1').replace(/^::ffff:(?=\d+\.\d+\.\d+\.\d+$)/, '');
-  return `${scheme}://${local.includes(':') ? `[${local}]` : local}:${req.socket.localPort ?? 80}`;
-}
-
-/**
- * A request's `gates`, refused when null: as a gates file holding `null` is (a template
- * that rendered to nothing), not taken for the defaults. `{}` keeps them.
- * @throws ContinuityError CONT_ERR_CONFIG (answered 400 by the canary route).
- */
-function noGatesRefused(gates: unknown): unknown {
-  if (gates === null) throw new ContinuityError('CONT_ERR_CONFIG', 'gates: null holds no gates; give the gates to change, {} for the defaults, or leave gates out');
-  return gates;
+  return `${scheme}://${local.includes(':') ? `[${local}]` : local}:${port}`;
 }
 
 /** Content type of each canary format. */
@@ -212,7 +195,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
         mcpPaths: options.queryDefaults?.mcpPaths,
         remintWindowS: options.queryDefaults?.remintWindowS,
         // (validated as data: the body is parsed JSON already)
-        gates: b.gates === undefined ? undefined : gatesFromData(noGatesRefused(b.gates), 'gates', 'request body'),
+        gates: b.gates === undefined ? undefined : gatesFromData(b.gates, 'gates', 'request body'),
         // next steps as requests to this API: this process owns the store, so a pasted
         // `continuity query` would meet its lock (a break-it pass)
         api: { base: selfBase(req), token: options.bearerToken !== undefined },

@@ -134,6 +134,16 @@ function answerOnSocket(socket: Socket, err: ContinuityError): void {
 }
 
 /**
+ * Writes `err` as a whole coded answer on a response no framework answers (its head not
+ * yet sent), `Connection: close`, plus `headers`; `written` runs once it is out.
+ */
+function answerOnResponse(res: ServerResponse, err: ContinuityError, headers: Record<string, string> = {}, written?: () => void): void {
+  const body = JSON.stringify(err.toJSON());
+  res.writeHead(err.httpStatus, { ...headers, 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
+  res.end(body, written);
+}
+
+/**
  * Answers, in the coded JSON shape, the requests Node's HTTP server refuses before
  * the framework sees them (a bare status with no body, or a closed connection; found
  * by a break-it pass). Call once on the server both apps listen with:
@@ -149,9 +159,7 @@ export function answerRefusedRequests(server: Server): void {
     const err = new ContinuityError('CONT_ERR_EXPECTATION_FAILED', `Expect: ${JSON.stringify(req.headers.expect ?? '')}`, {
       details: { expect: req.headers.expect ?? '' },
     });
-    const body = JSON.stringify(err.toJSON());
-    res.writeHead(err.httpStatus, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close' });
-    res.end(body);
+    answerOnResponse(res, err);
   });
   server.on('connect', (req: IncomingMessage, socket: Socket) => {
     answerOnSocket(socket, new ContinuityError('CONT_ERR_NOT_FOUND', `CONNECT ${req.url ?? ''}`, { details: { method: 'CONNECT', url: req.url ?? '' } }));
@@ -399,15 +407,16 @@ export async function closeWithin(app: { close(): PromiseLike<unknown>; server: 
   const open = OPEN.get(app.server) ?? { sockets: new Set<Socket>(), responses: new Set<ServerResponse>() };
   const deadline = setTimeout(() => {
     const err = new ContinuityError('CONT_ERR_SHUTDOWN', `the server stopped before this request finished (it waited ${graceMs / 1000} s for it)`, { details: { graceMs } });
-    const body = JSON.stringify(err.toJSON());
+    // the connections with a response still going: the others go now
+    const answering = new Set<Socket>();
     for (const res of open.responses) {
-      if (res.headersSent || res.writableEnded) continue;
       const socket = res.socket;
-      res.writeHead(err.httpStatus, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(body), connection: 'close', 'retry-after': '1' });
+      if (socket) answering.add(socket);
+      if (res.headersSent || res.writableEnded) continue;
       // (the socket goes once the answer is written: a destroy now could cut it off)
-      res.end(body, () => socket?.destroy());
+      answerOnResponse(res, err, { 'retry-after': '1' }, () => socket?.destroy());
     }
-    for (const s of open.sockets) if (![...open.responses].some((r) => r.socket === s)) s.destroy();
+    for (const s of open.sockets) if (!answering.has(s)) s.destroy();
     // whatever did not take its answer within a second goes too
     setTimeout(() => {
       for (const s of open.sockets) s.destroy();

@@ -179,18 +179,10 @@ export function parseGates(text: string, file: string): GatesConfig {
       details: { file, fields: [] },
     });
   }
-  // A file with no gates at all (empty, `null`, only comments) is refused: a template that
-  // rendered to nothing judged the deploy on the defaults without a word (a break-it
-  // pass). `{}` keeps the defaults on purpose.
-  if (raw === null || raw === undefined) {
-    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: holds no gates (empty, null or only comments); give the gates to change, {} for the defaults, or leave --gates out`, {
-      details: { file, fields: [] },
-    });
-  }
   // A YAML tag can make a value that JSON has no word for (!!binary a Buffer,
   // !!timestamp a Date, !!set a Set): the schema then listed every method of a Buffer
   // as an unknown field (16 KB of error; a break-it pass). Name the field instead.
-  const odd = notPlainData(raw ?? {}, []);
+  const odd = notPlainData(raw, []);
   if (odd !== undefined) {
     const field = odd.join('.') || '(top level)';
     throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: field ${field}: not a number, boolean or mapping (a YAML tag such as !!binary or !!timestamp, or an alias to a node that holds it, made it something else)`, {
@@ -203,14 +195,20 @@ export function parseGates(text: string, file: string): GatesConfig {
 /**
  * Validates gate thresholds already read as plain data (a gates file's document, or the
  * parsed `gates` object of a `POST /api/canary` body) and merges them over the defaults.
- * @param raw the data; null or undefined keeps every default.
+ * @param raw the data; `{}` keeps every default. None at all (null, undefined: an empty
+ *   file, one of only comments, `gates: null`) is refused: a template that rendered to
+ *   nothing judged the deploy on the defaults without a word (a break-it pass).
  * @param what names the source in errors (`gates file x.yaml`, `gates`).
  * @param file `details.file` of an error.
  * @returns the frozen thresholds.
  * @throws ContinuityError CONT_ERR_CONFIG naming each bad field (at most 10; `details.fields`).
  */
 export function gatesFromData(raw: unknown, what: string, file: string): GatesConfig {
-  if (raw === null || raw === undefined) raw = {};
+  if (raw === null || raw === undefined) {
+    throw new ContinuityError('CONT_ERR_CONFIG', `${what}: holds no gates (empty, null or only comments); give the gates to change, {} for the defaults, or leave them out`, {
+      details: { file, fields: [] },
+    });
+  }
   const parsed = GatesFileSchema.safeParse(raw);
   if (!parsed.success) {
     const issues = parsed.error.issues.flatMap((i) => {
@@ -430,11 +428,15 @@ export interface NextStep {
   readonly command: string;
 }
 
-/** What a next step runs, before it is written as a command ({@link stepCommand}): a named query and its parameters, ad hoc SQL, or the continuity report over a range (null: everything) and scope. */
+/**
+ * What a next step runs, before it is written as a command ({@link stepCommand}): a named
+ * query, ad hoc SQL, or the continuity report; `params` by the read API's names (`t_from`,
+ * `t_to`, `service`, …; a parameter left out takes its default).
+ */
 export type StepTarget =
   | { readonly kind: 'query'; readonly name: string; readonly params: Readonly<Record<string, string | number>> }
   | { readonly kind: 'sql'; readonly sql: string }
-  | { readonly kind: 'report'; readonly from: string | null; readonly to: string | null; readonly service: string; readonly environment: string };
+  | { readonly kind: 'report'; readonly params: Readonly<Record<string, string | number>> };
 
 /** A next step as the report plans it: why, and what to run. */
 interface PlannedStep {
@@ -653,7 +655,7 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
     next: [
       ...extraNext,
       { why: 'List the restarts the store holds (release, boot_id, evidence) to pick a deploy', target: query('restarts', common) },
-      { why: 'See what the store holds overall', target: { kind: 'report', from: null, to: null, service: scope.service, environment: scope.environment } },
+      { why: 'See what the store holds overall', target: reportStep(scope) },
     ],
     notes,
   });
@@ -1443,28 +1445,40 @@ function nextSteps(
   // a newcomer pass)
   out.push({
     why: 'The full continuity report from the boot that ended through the deploy window',
-    target: { kind: 'report', from: c.L.from === isoMicros(EPOCH) ? null : c.L.from, to: c.W.to, service: c.scope.service, environment: c.scope.environment },
+    target: reportStep(rangeParams({ from: c.L.from, to: c.W.to }, c.scope, {})),
   });
   // Two failed gates may point at the same command: list it once, with both reasons.
+  const joined = (a: string, b: string) => (/[?.]$/.test(a) ? `${a} ${b}` : `${a}; ${b[0]!.toLowerCase()}${b.slice(1)}`);
   const byTarget = new Map<string, PlannedStep>();
-  for (const step of out) {
-    const key = JSON.stringify(step.target);
+  for (const planned of out) {
+    const key = JSON.stringify(planned.target);
     const seen = byTarget.get(key);
-    const joined = (a: string, b: string) => (/[?.]$/.test(a) ? `${a} ${b}` : `${a}; ${b[0]!.toLowerCase()}${b.slice(1)}`);
-    byTarget.set(key, seen ? { ...seen, why: joined(seen.why, step.why) } : step);
+    byTarget.set(key, seen ? { ...seen, why: joined(seen.why, planned.why) } : planned);
   }
   return [...byTarget.values()];
 }
 
 /** Query parameters for a range; a range from the epoch leaves `t_from` at its default (everything). */
-function rangeParams(r: TimeRange, common: Record<string, string | number>, extra: Record<string, string | number>): Record<string, string | number> {
+function rangeParams(r: Pick<TimeRange, 'from' | 'to'>, common: Record<string, string | number>, extra: Record<string, string | number>): Record<string, string | number> {
   return { ...(r.from === isoMicros(EPOCH) ? {} : { t_from: r.from }), t_to: r.to, ...common, ...extra };
 }
 
 /** A named query as a next step; empty parameters left out. */
 function query(name: string, params: Record<string, string | number>): StepTarget {
-  return { kind: 'query', name, params: Object.fromEntries(Object.entries(params).filter(([, v]) => v !== '')) };
+  return { kind: 'query', name, params: withoutEmpty(params) };
 }
+
+/** The continuity report as a next step; empty parameters left out. */
+function reportStep(params: Record<string, string | number>): StepTarget {
+  return { kind: 'report', params: withoutEmpty(params) };
+}
+
+function withoutEmpty(params: Record<string, string | number>): Record<string, string | number> {
+  return Object.fromEntries(Object.entries(params).filter(([, v]) => v !== ''));
+}
+
+/** `continuity report`'s flag for each of the read API's report parameters it takes. */
+const REPORT_FLAGS: Readonly<Record<string, string>> = { t_from: 'from', t_to: 'to', service: 'service', environment: 'environment' };
 
 /**
  * A next step written as a shell command: by default the CLI's (`continuity query <name>
@@ -1483,15 +1497,13 @@ export function stepCommand(t: StepTarget, options: Pick<CanaryOptions, 'command
       const qs = new URLSearchParams(Object.entries(params).map(([k, v]): [string, string] => [k, String(v)])).toString();
       return `${curl} ${shellQuote(`${base}${path}${qs ? `?${qs}` : ''}`)}`;
     };
-    if (t.kind === 'query') return get(`/api/queries/${t.name}`, t.params);
-    if (t.kind === 'report') return get('/api/report', { ...(t.from ? { t_from: t.from } : {}), ...(t.to ? { t_to: t.to } : {}), ...(t.service ? { service: t.service } : {}), ...(t.environment ? { environment: t.environment } : {}) });
+    if (t.kind !== 'sql') return get(t.kind === 'query' ? `/api/queries/${t.name}` : '/api/report', t.params);
     return `${curl} -H 'content-type: application/json' --data ${shellQuote(JSON.stringify({ sql: t.sql }))} ${shellQuote(`${base}/api/sql`)}`;
   }
   const cli = options.command ?? 'continuity';
   if (t.kind === 'query') return [`${cli} query`, t.name, ...Object.entries(t.params).map(([k, v]) => `--param ${shellQuote(`${k}=${String(v)}`)}`)].join(' ');
   // (--flag=value: a service named `--data-dir=…` is a value, not another flag; a break-it pass)
-  const flag = (name: string, v: string) => (v ? ` --${name}=${shellQuote(v)}` : '');
-  if (t.kind === 'report') return `${cli} report${flag('from', t.from ?? '')}${flag('to', t.to ?? '')}${flag('service', t.service)}${flag('environment', t.environment)}`;
+  if (t.kind === 'report') return [`${cli} report`, ...Object.entries(t.params).map(([k, v]) => `--${REPORT_FLAGS[k] ?? k}=${shellQuote(String(v))}`)].join(' ');
   return `${cli} sql ${shellQuote(t.sql)}`;
 }
 

@@ -137,7 +137,7 @@ describe('continuity canary', () => {
   });
 
   it('writes a next step\'s values as --flag=value: a service named like a flag stays a value when pasted', async () => {
-    const step = stepCommand({ kind: 'report', from: null, to: '2200-01-01T00:00:00.000000Z', service: '--data-dir=/tmp/elsewhere', environment: '-x' }, {});
+    const step = stepCommand({ kind: 'report', params: { t_to: '2200-01-01T00:00:00.000000Z', service: '--data-dir=/tmp/elsewhere', environment: '-x' } }, {});
     expect(step).toBe('continuity report --to=2200-01-01T00:00:00.000000Z --service=--data-dir=/tmp/elsewhere --environment=-x');
     const pasted = await continuity(step.split(' ').slice(1).concat('--json'), store);
     expect(pasted.code, pasted.stderr).toBe(0);
