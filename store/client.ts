@@ -525,7 +525,9 @@ function isAlive(pid: number): boolean {
  * (5,000 rows of 1 MB each took 22 GB and a SIGSEGV), and the embedded engine shares
  * the process with everything else `serve` holds. The memory bound is what stops such a
  * statement (MEMORY_LIMIT_EXCEEDED, CONT_ERR_STORE_QUERY; 1.7 s and 360 MB for that one);
- * the engine checks the result bytes only per block, after a block is made.
+ * the engine checks the result bytes only per block, after a block is made. The JSON
+ * formats' column names, written on every row, are bounded by the same figure before
+ * the statement runs (assertNamesFit).
  */
 export const MAX_RESULT_BYTES = 256 << 20;
 export const MAX_MEMORY_BYTES = 2 * 1024 ** 3;
@@ -756,6 +758,12 @@ function wrap(
     await inspectWrapped(adhocClient, wrappedFor(maxSeconds)).catch((err: unknown) => {
       throw refuse(err);
     });
+    if (NAMES_EVERY_ROW.test(options.format)) {
+      const names = await resultNames(adhocClient, statement, maxSeconds).catch((err: unknown) => {
+        throw refuse(err);
+      });
+      assertNamesFit(names, maxRows, options.format);
+    }
     // The time a statement waited behind others (they run one at a time) counts against
     // its own: a break-it pass found a 1 s statement answered after 14 s behind a
     // 15 s one. What is left bounds its execution; none left, it does not start.
@@ -774,6 +782,49 @@ function wrap(
       throw refuse(err);
     }
   }
+}
+
+/**
+ * Output formats that write every column's name on every row: ClickHouse's `JSON`
+ * (its `data` objects) and the `JSONEachRow` family.
+ */
+const NAMES_EVERY_ROW = /^JSON(Strings)?(EachRow)?$/;
+
+/**
+ * The result columns' names of the ad hoc `statement`, from the engine's analysis of it
+ * (run with `LIMIT 0` under the same read-only settings: no row is read, but scalar
+ * subqueries run, so it has the statement's time bound).
+ * @throws the engine's error for the statement, as the run itself would.
+ */
+async function resultNames(client: ClickHouseClient, statement: string, maxSeconds: number): Promise<string[]> {
+  const rs = await client.query({
+    query: `SELECT * FROM (\n${statement}\n) LIMIT 0\nSETTINGS readonly = 1, max_execution_time = ${maxSeconds}, max_memory_usage = ${MAX_MEMORY_BYTES}`,
+    format: 'JSONCompactEachRowWithNames',
+  });
+  const [names] = (await rs.json()) as unknown as [string[]?];
+  return names ?? [];
+}
+
+/**
+ * Refuses an output whose column names alone, written on each of `maxRows` rows
+ * (`format` writes them on every row: {@link NAMES_EVERY_ROW}), would pass
+ * {@link MAX_RESULT_BYTES}. The engine builds the formatted output whole and outside
+ * its memory bound, and the result bound counts the values only: a 5,000-character
+ * alias over 60,000 rows was 300 MB of output and 2.5 GB of memory (a break-it pass).
+ * A name counts as JSON writes it (quoted, escaped) with its colon and comma.
+ * @throws ContinuityError CONT_ERR_SQL_OUTPUT_TOO_LARGE, with the bytes a row's names
+ *   take and the most rows that fit in `details`.
+ */
+export function assertNamesFit(names: readonly string[], maxRows: number, format: string): void {
+  const perRow = names.reduce((n, name) => n + Buffer.byteLength(JSON.stringify(name)) + 2, 0);
+  if (perRow * maxRows <= MAX_RESULT_BYTES) return;
+  const fitRows = Math.floor(MAX_RESULT_BYTES / perRow);
+  throw new ContinuityError(
+    'CONT_ERR_SQL_OUTPUT_TOO_LARGE',
+    `${format} writes the column names on every row: ${perRow} bytes a row, ${maxRows} rows would be ${Math.ceil((perRow * maxRows) / 2 ** 20)} MiB of names alone, over the ${MAX_RESULT_BYTES / 2 ** 20} MiB bound; ` +
+      `shorten the column names (AS), ask for at most ${fitRows} rows, or use a format that writes the names once (csv, tsv, arrow)`,
+    { details: { namesBytesPerRow: perRow, maxRows, fitRows, limitBytes: MAX_RESULT_BYTES } },
+  );
 }
 
 /** An ad hoc statement's refusal after waiting `waitedS` of its `timeoutS` for its turn (and its checks): it did not start. */

@@ -391,6 +391,23 @@ describe('POST /api/sql: writes refused', () => {
     expect(controls.json()).toMatchObject({ code: 'CONT_ERR_SQL_TABLE_TOO_LARGE', details: { limitDrawnChars: 8 << 20 } });
   });
 
+  it('refuses JSON whose column names alone, written on every row, would pass the output bound (422, coded); csv writes them once', async () => {
+    // (a 5,000-character alias over 60,000 rows was 300 MB of JSON and 2.5 GB of memory: the engine
+    // builds the output whole, and its result bound counts the values only; a break-it pass)
+    const sql = `SELECT number AS ${'a'.repeat(5000)} FROM numbers(3)`;
+    for (const format of ['jsonl', 'json']) {
+      const res = await post({ sql, format, max_rows: 60_000 });
+      expect(res.statusCode, res.body.slice(0, 300)).toBe(422);
+      expect(res.json()).toMatchObject({ code: 'CONT_ERR_SQL_OUTPUT_TOO_LARGE', details: { namesBytesPerRow: 5004, maxRows: 60_000, fitRows: 53_644 } });
+    }
+    const fits = await post({ sql, format: 'jsonl', max_rows: 53_644 });
+    expect(fits.statusCode, fits.body.slice(0, 300)).toBe(200);
+    expect(fits.body.trim().split('\n')).toHaveLength(3);
+    const csv = await post({ sql, format: 'csv', max_rows: 60_000 });
+    expect(csv.statusCode).toBe(200);
+    expect(csv.body.split('\n').filter(Boolean)).toHaveLength(4);
+  });
+
   it('still answers a read afterwards', async () => {
     const res = await post({ sql: "SELECT count() AS n FROM events WHERE service = 'inj'", format: 'jsonl' });
     expect(res.statusCode).toBe(200);
