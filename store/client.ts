@@ -759,7 +759,10 @@ function wrap(
       throw refuse(err);
     });
     if (NAMES_EVERY_ROW.test(options.format)) {
-      const names = await resultNames(adhocClient, statement, maxSeconds).catch((err: unknown) => {
+      // (within what is left of its time, as the run below)
+      const probeS = Math.ceil(maxSeconds - (performance.now() - started) / 1000);
+      if (probeS < 1) throw queueTimeout((performance.now() - started) / 1000, maxSeconds);
+      const names = await resultNames(adhocClient, statement, probeS).catch((err: unknown) => {
         throw refuse(err);
       });
       assertNamesFit(names, maxRows, options.format);
