@@ -10,7 +10,10 @@
 --                    adds a 2xx before the range, for the miss's reason)
 --   next_t           the session's next request of any kind (0 = none)
 -- Sessions and clients are their hashed keys (skh, clienth; the strings would be
--- read for every line). One scalar, which the engine computes once per query
+-- read for every line). A session's lines are its id's under every service label:
+-- a server mints the id, which the MCP transport asks to be globally unique
+-- (Streamable HTTP, Session Management), so one id under two labels is one session
+-- seen through two proxies (or one proxy relabelled), as in session_facts.sql. One scalar, which the engine computes once per query
 -- wherever the same expression appears: each refused session's lines sorted by
 -- time, with the neighbours of every line computed in one pass over that array
 -- (running sums and fills, then a shift), so the cost grows with the session's
