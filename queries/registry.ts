@@ -80,7 +80,9 @@ function define(name: string, description: string, extra: z.ZodRawShape, extraTy
 export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze({
   restarts: define('restarts', 'Each restart (server boots first, then proxy-inferred ones) with its evidence, downtime and the proxy 5xx in its gap. ' +
     'down_from: the previous boot\'s shutdown, else its last 2xx, else its last event (server); the last response the upstream served before the gap, of any status (proxy). ' +
-    'downtime_s: down_from to the boot (server); the first proxy-generated 5xx to up_at, the outage the proxy saw (proxy).', {}, {}, {
+    'downtime_s: down_from to the boot (server); the first proxy-generated 5xx to up_at, the outage the proxy saw (proxy). ' +
+    'proxy_5xx and sessions_refused are proxy evidence on every row: the proxy-generated 5xx in the gap, and the sessions whose 2xx turned into refused misses in the proxy log at this restart ' +
+    '(0 where the proxy logged none; the servers\' own refused misses are counted per boot by refused_misses).', {}, {}, {
     service: 'String',
     source: 'String',
     evidence: 'String',
@@ -99,7 +101,8 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
   }),
   refused_misses: define(
     'refused_misses',
-    'Refused misses per boot by reason, status and method, and what the same session did next.',
+    'Refused misses per boot by reason, status and method, and what the same session did next. ' +
+      'boot: the boot_id on server rows (its time: restarts); on proxy rows the number of the proxy-inferred restart before the miss (0: none in the range), whose time is boot_at (null on server rows).',
     windowParam,
     { window_s: 'Float64' },
     {

@@ -35,7 +35,10 @@ export function renderContinuityText(r: ContinuityReport): string {
   lines.push('Auth challenges');
   kv('missing_credential / invalid_token', `${r.auth_challenges.missing_credential} / ${r.auth_challenges.invalid_token}`);
   kv('expired / insufficient_scope / other', `${r.auth_challenges.expired_token} / ${r.auth_challenges.insufficient_scope} / ${r.auth_challenges.other}`);
-  kv('verdicts', JSON.stringify(r.auth_challenges.by_verdict));
+  // (with paths that match no proxy line no success clears a challenge: the verdicts are
+  // the query's, not confirmed loops; the findings say so, a newcomer pass)
+  const unconfirmed = r.mcp_paths?.verdict === 'none_match' && Object.keys(r.auth_challenges.by_verdict).length > 0;
+  kv('verdicts', JSON.stringify(r.auth_challenges.by_verdict) + (unconfirmed ? ' (unconfirmed: the configured MCP paths match no proxy line)' : ''));
   lines.push('');
   lines.push('Findings');
   for (const f of r.findings) lines.push(`  - ${f}`);

@@ -20,7 +20,7 @@ export function registerDev(program: Command): void {
   const dev = program.command('dev').description('development helpers');
   dev
     .command('kafka')
-    .description('start, stop or check the local Kafka broker (scripts/kafka.sh)')
+    .description('start, stop or check the local Kafka broker (scripts/kafka.sh); exit 0 running, 3 stopped, 4 another process on its port (start: 1 other failures)')
     .argument('[action]', 'start | stop | status', 'status')
     .action(async (action: string) => {
       if (!['start', 'stop', 'status'].includes(action)) {
