@@ -1,5 +1,6 @@
 import { checkMcpPaths, checkReportParams, runQuery, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
+import { formatTimeMicros, parseTimeMicros } from '../core/time.ts';
 
 /** Lines read by the import(s) the report covers. */
 export interface LineCounts {
@@ -122,8 +123,8 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
   const classes = tally(auth, 'challenge_class', 'challenges');
   const report: ContinuityReport = {
     range: {
-      t_from: String(params.t_from ?? 'all'),
-      t_to: String(params.t_to ?? 'all'),
+      t_from: rangeEnd(params.t_from),
+      t_to: rangeEnd(params.t_to),
       service: String(params.service ?? ''),
       environment: String(params.environment ?? ''),
     },
@@ -248,6 +249,19 @@ export async function importedLineCounts(store: Store): Promise<LineCounts> {
   const parsed = num(row?.parsed);
   const rejected = num(row?.rejected);
   return { read, parsed, rejected, skipped: Math.max(0, read - parsed - rejected), scope: 'store' };
+}
+
+/**
+ * A range end as the report shows it: 'all' when absent, else the time in UTC as
+ * `YYYY-MM-DD hh:mm:ss[.ffffff]` however it was typed (epoch seconds, ISO 8601 with
+ * `T`/`Z` or an offset: the header once echoed `2026-11-30 04:05:00 .. 2026-11-30T04:06:00Z`,
+ * a newcomer pass); a value that is not a time as given (the parameters were checked
+ * before, so only a caller's own).
+ */
+function rangeEnd(v: unknown): string {
+  if (v === undefined || v === null) return 'all';
+  const us = typeof v === 'number' || typeof v === 'string' ? parseTimeMicros(v) : undefined;
+  return us === undefined ? String(v) : formatTimeMicros(us).replace(/\.0{6}$/, '');
 }
 
 /** The report's range in words: `in the whole store`, `from X`, `before Y`, `in X .. Y` ('all' = unbounded). */

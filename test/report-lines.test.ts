@@ -67,6 +67,14 @@ describe('the report’s input lines, read from the store (`continuity report`)'
     expect(renderContinuityText(r)).toContain('Input (every file imported into the store, each once; not limited to the range)');
   });
 
+  it('show the range in one form however its ends were typed (epoch seconds, ISO with T and Z or an offset)', async () => {
+    // (the header echoed `2026-11-30 04:05:00 .. 2026-11-30T04:06:00Z` as typed: a newcomer pass)
+    const r = await buildContinuityReport(t.store, { service: 'restart', t_from: '1796011480.5', t_to: '2026-11-30T05:06:00+01:00' });
+    expect(r.range).toMatchObject({ t_from: '2026-11-30 04:04:40.500000', t_to: '2026-11-30 04:06:00' });
+    expect(renderContinuityText(r)).toContain('  range: 2026-11-30 04:04:40.500000 .. 2026-11-30 04:06:00  service: restart\n');
+    expect((await buildContinuityReport(t.store, { service: 'restart' })).range).toMatchObject({ t_from: 'all', t_to: 'all' });
+  });
+
   it('show what the store holds in the text report without letting it act on the terminal', async () => {
     const r = await buildContinuityReport(t.store, { service: 'restart' });
     const hostile = 'ua \u001b]0;PWNED\u0007\u001b[31mevil\u202e';
