@@ -24,10 +24,10 @@ export async function openCommandStore(config: Config): Promise<Store> {
     onRetentionChange: (from, to, why) =>
       process.stderr.write(
         why !== undefined
-          ? `note: this store's retention changed from ${from} days to none (kept forever): ${why}; ` +
+          ? `note: this store's retention changed from ${days(from)} to none (kept forever): ${why}; ` +
               `set CONTINUITY_RETENTION_DAYS (at most ${MAX_RETENTION_DAYS}) for a shorter one\n`
-          : `note: CONTINUITY_RETENTION_DAYS=${to} changed this store's retention from ${from ? `${from} days` : 'none (kept forever)'} to ${to ? `${to} days` : 'none (kept forever)'}` +
-              (to !== 0 && (from === 0 || to < from) ? `: events older than ${to} days were dropped` : '') +
+          : `note: CONTINUITY_RETENTION_DAYS=${to} changed this store's retention from ${from ? days(from) : 'none (kept forever)'} to ${to ? days(to) : 'none (kept forever)'}` +
+              (to !== 0 && (from === 0 || to < from) ? `: events older than ${days(to)} were dropped` : '') +
               '; every command that opens the store with it set applies it\n',
       ),
   });
@@ -139,3 +139,8 @@ export function listenError(err: unknown, host: string, port: number): unknown {
  * 1 says a gate failed).
  */
 export const outputFailure = { exitCode: 1 };
+
+/** `1 day`, `n days`. */
+function days(n: number): string {
+  return n === 1 ? '1 day' : `${n} days`;
+}

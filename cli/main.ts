@@ -20,6 +20,9 @@ const program = new Command('continuity')
   .version((JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version)
   .option('--data-dir <dir>', 'embedded store directory (env CONTINUITY_DATA_DIR; default ./.continuity)')
   .showHelpAfterError()
+  // usage errors coded as every other error is (commander wrote "error: missing required
+  // argument …" with no code: a newcomer pass); inherited by every command registered below
+  .configureOutput({ outputError: (text, write) => write(text.replace(/^error: /, 'error CONT_ERR_CONFIG: ')) })
   .exitOverride();
 
 registerAnalyze(program);

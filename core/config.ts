@@ -67,16 +67,16 @@ export const ConfigSchema = z.object({
     .pipe(z.number().int().min(0).max(MAX_RETENTION_DAYS, `at most ${MAX_RETENTION_DAYS} days (the store's times end in 2106); 0 keeps events for ever`))
     .optional(),
   mcpPaths: z.array(z.string().startsWith('/')).default([]),
-  remintWindowS: z.coerce.number().positive().max(86_400).default(10),
+  remintWindowS: z.coerce.number({ error: 'a number of seconds' }).positive('more than 0 seconds').max(86_400, 'at most 86400 seconds (a day)').default(10),
   ingestToken: z.string().min(16, 'at least 16 characters').max(512).optional(),
   kafka: z
     .object({
       brokers: z.array(z.string().regex(/^[^\s:,]+:\d{1,5}$/, 'host:port')).min(1),
       topic: KafkaTopicName.default('mcp-continuity-events'),
       dlqTopic: KafkaTopicName.optional(),
-      partitions: z.coerce.number().int().min(1).max(10_000).default(6),
+      partitions: z.coerce.number({ error: 'a whole number' }).int('a whole number').min(1, 'at least 1').max(10_000, 'at most 10000').default(6),
       group: z.string().min(1).max(249).default('mcp-continuity-writer'),
-      maxMessageBytes: z.coerce.number().int().min(1024).max(1 << 30).default(1 << 20),
+      maxMessageBytes: z.coerce.number({ error: 'a whole number of bytes' }).int('a whole number of bytes').min(1024, 'at least 1024 bytes').max(1 << 30, 'at most 1073741824 bytes (1 GiB)').default(1 << 20),
     })
     .transform((k) => ({ ...k, dlqTopic: k.dlqTopic ?? `${k.topic}.dlq` }))
     .optional(),

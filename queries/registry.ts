@@ -70,7 +70,10 @@ const decimal = (bounds: z.ZodNumber) =>
     })
     .pipe(bounds);
 
-const windowParam = { window_s: decimal(z.number().positive().max(86_400)).default(10) };
+/** Seconds, more than 0 and at most a day (a window, a recency). */
+const seconds = () => z.number().positive('more than 0 seconds').max(86_400, 'at most 86400 seconds (a day)');
+
+const windowParam = { window_s: decimal(seconds()).default(10) };
 
 function define(name: string, description: string, extra: z.ZodRawShape, extraTypes: Record<string, string>, columns: Record<string, string>): NamedQuery {
   return { name, description, params: CommonParams.extend(extra), paramTypes: { ...commonTypes, ...extraTypes }, columns };
@@ -136,7 +139,7 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
     'auth_challenges',
     'Authentication challenges by hour, user agent and class, judged benign, lost, loop or unresolved.',
     {
-      auth_window_s: decimal(z.number().positive().max(86_400)).default(60),
+      auth_window_s: decimal(seconds()).default(60),
       loop_min: decimal(z.number().int().min(2).max(1000)).default(3),
     },
     { auth_window_s: 'Float64', loop_min: 'UInt32' },
@@ -172,7 +175,7 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
   cap_pressure: define(
     'cap_pressure',
     'Per principal: latest live/durable session counts against caps, at cap or not, evictions by cap kind and of victims active within active_s; the service’s global-cap headroom.',
-    { active_s: decimal(z.number().positive().max(86_400)).default(60) },
+    { active_s: decimal(seconds()).default(60) },
     { active_s: 'Float64' },
     {
       service: 'String',

@@ -541,6 +541,23 @@ describe('gates files', () => {
     for (const f of fields) expect(e.message).toContain(`field ${f}`);
   });
 
+  it('says which is unknown, a gate or a gate\'s field (listing its fields), and ends a YAML error without a dangling colon', () => {
+    // (both were "unknown field", and a tab's message ended "… at line 2, column 1:": a newcomer pass)
+    const message = (text: string, file: string): string => {
+      try {
+        parseGates(text, file);
+      } catch (e) {
+        return (e as Error).message;
+      }
+      return '';
+    };
+    expect(message('nosuch_gate:\n  max: 1\n', 'g.yaml')).toBe(
+      'invalid configuration: gates file g.yaml: field nosuch_gate: unknown gate (gates: proxy_5xx_in_gap, refused_after_boot, unsettled_at_shutdown, sessions_lost_tools, invalid_token_rate)',
+    );
+    expect(message('{"proxy_5xx_in_gap": {"maxx": 1}}', 'g.json')).toBe('invalid configuration: gates file g.json: field proxy_5xx_in_gap.maxx: unknown field of gate proxy_5xx_in_gap (its fields: enabled, max)');
+    expect(message('gates:\n\t- x: 1\n', 'g.yaml')).toBe('invalid configuration: gates file g.yaml: not valid YAML: Tabs are not allowed as indentation at line 2, column 1');
+  });
+
   it('reads a .json file that starts with a byte order mark (RFC 8259 §8.1)', () => {
     expect(parseGates('\uFEFF{"proxy_5xx_in_gap": {"max": 3}}', 'bom.json').proxy_5xx_in_gap.max).toBe(3);
   });

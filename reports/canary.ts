@@ -174,7 +174,9 @@ export function parseGates(text: string, file: string): GatesConfig {
     raw = doc?.toJS() ?? null;
   } catch (err) {
     const what = isJson ? 'JSON' : 'YAML';
-    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: not valid ${what}: ${firstLine((err as Error).message)}`, {
+    // (the YAML parser's first line ends in a colon before its excerpt of the file: the
+    // message ended "… at line 2, column 1:", a newcomer pass)
+    throw new ContinuityError('CONT_ERR_CONFIG', `gates file ${file}: not valid ${what}: ${firstLine((err as Error).message).replace(/:\s*$/, '')}`, {
       cause: err,
       details: { file, fields: [] },
     });
@@ -216,7 +218,11 @@ export function gatesFromData(raw: unknown, what: string, file: string): GatesCo
       const keys = i.code === 'unrecognized_keys' ? i.keys : [undefined];
       return keys.map((k) => {
         const field = [...i.path, ...(k === undefined ? [] : [k])].map(String).join('.') || '(top level)';
-        return { field, message: k === undefined ? i.message : `unknown field (gates: ${GATE_IDS.join(', ')})` };
+        // (at the top level the key is a gate's name; below, a gate's field)
+        const gate = GatesFileSchema.shape[String(i.path[0]) as keyof typeof GatesFileSchema.shape]?.unwrap();
+        const fields = gate instanceof z.ZodObject ? ` (its fields: ${Object.keys(gate.shape).join(', ')})` : '';
+        const unknown = i.path.length === 0 ? `unknown gate (gates: ${GATE_IDS.join(', ')})` : `unknown field of gate ${String(i.path[0])}${fields}`;
+        return { field, message: k === undefined ? i.message : unknown };
       });
     });
     const listed = issues.slice(0, 10).map((i) => `field ${i.field}: ${i.message}`);

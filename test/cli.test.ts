@@ -390,6 +390,13 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
     expect(bad.stderr).toContain('CONT_ERR_CONFIG');
     expect(bad.stderr).toContain('CONTINUITY_REMINT_WINDOW_S');
     expect(bad.stderr).not.toContain('--remint-window');
+    // a value that is no number, and a window of 0, in words (zod's were "expected number, received NaN"
+    // and "Too small: expected number to be >0": a newcomer pass)
+    const nan = await withEnv({ CONTINUITY_REMINT_WINDOW_S: 'x' }, ['report']);
+    expect(nan.stderr.split('\n')[0]).toBe('error CONT_ERR_CONFIG: invalid configuration: CONTINUITY_REMINT_WINDOW_S: a number of seconds');
+    const zero = await continuity(['report', '--window', '0'], freshDir());
+    expect(zero.code).toBe(2);
+    expect(zero.stderr.split('\n')[0]).toBe('error CONT_ERR_CONFIG: invalid configuration: --window: more than 0 seconds');
   });
 });
 
@@ -470,12 +477,18 @@ describe('bad flags and closed pipes', () => {
     expect((await continuity(['sql', 'SELECT count() AS n FROM events', '-f', 'json'], dir)).stdout.trim()).toBe('{"n":"0"}');
   });
 
-  it('exits 2 on a usage error (a missing argument, an unknown flag or command), 0 for --help', async () => {
+  it('exits 2 on a usage error (a missing argument, an unknown flag or command), coded as any error, 0 for --help', async () => {
     const dir = freshDir();
-    for (const args of [['sql'], ['query', 'restarts', 'extra'], ['report', '--bogus'], ['nope']]) {
-      const r = await continuity(args, dir);
+    // (commander printed "error: missing required argument 'statement'" with no code: a newcomer pass)
+    for (const [args, message] of [
+      [['sql'], "missing required argument 'statement'"],
+      [['query', 'restarts', 'extra'], "too many arguments for 'query'. Expected 1 argument but got 2."],
+      [['report', '--bogus'], "unknown option '--bogus'"],
+      [['nope'], "unknown command 'nope'"],
+    ] as const) {
+      const r = await continuity([...args], dir);
       expect(r.code, args.join(' ')).toBe(2);
-      expect(r.stderr, args.join(' ')).toMatch(/^error: /);
+      expect(r.stderr.split('\n')[0], args.join(' ')).toBe(`error CONT_ERR_CONFIG: ${message}`);
     }
     expect((await continuity(['sql', '--help'], dir)).code).toBe(0);
   });

@@ -11,11 +11,15 @@ interface ServeFlags {
   token?: string;
 }
 
-function describe(e: ServerEndpoints, location: string, mode: string, token: boolean, key: string): string {
+function describe(e: ServerEndpoints, location: string, mode: string, token: boolean, key: string, host: string): string {
   const owner = mode === 'embedded' ? ' (this process owns it while it runs: other continuity commands on this directory stop with CONT_ERR_STORE_LOCKED; read it through the HTTP API below)' : '';
+  // (a wildcard host is every address; the URLs below name loopback, which reaches it from
+  // this machine: the line said only "listening on http://127.0.0.1:…", a newcomer pass)
+  const port = /:(\d+)$/.exec(e.base)?.[1] ?? '';
+  const wildcard = host === '0.0.0.0' || host === '::' || host === '[::]';
   return [
     `continuity serve: store ${mode} ${location}${owner}`,
-    `listening on ${e.base}`,
+    wildcard ? `listening on every address (${host}, port ${port}); from this machine ${e.base}` : `listening on ${e.base}`,
     `  POST ${e.otlpLogs}    OTLP/HTTP logs (protobuf or JSON, gzip ok)`,
     `  POST ${e.events}  contract events as JSON`,
     `  GET  ${e.api}/queries, ${e.api}/queries/<name>?param=value, ${e.api}/report; POST ${e.api}/sql, ${e.api}/canary (continuity canary --url ${e.base})`,
@@ -78,7 +82,7 @@ export function registerServe(program: Command): void {
         await store.close();
         throw listenError(err, flags.host, port);
       }
-      process.stdout.write(describe(endpoints, store.location, store.mode, config.ingestToken !== undefined, key));
+      process.stdout.write(describe(endpoints, store.location, store.mode, config.ingestToken !== undefined, key, flags.host));
       // open beyond this machine with no token: anyone who reaches it can send events and read everything (a break-it pass)
       if (config.ingestToken === undefined && !isLoopbackHost(flags.host)) {
         process.stderr.write(

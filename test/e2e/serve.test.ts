@@ -239,6 +239,23 @@ describe('continuity serve whose stderr reader has gone', () => {
   }, 120_000);
 });
 
+describe('continuity serve --host 0.0.0.0', () => {
+  it('says it listens on every address, and gives the loopback URL that reaches it from this machine', async () => {
+    // (it printed only "listening on http://127.0.0.1:…", not the address it bound: a newcomer pass)
+    const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-any-'));
+    const s = spawnServe(dir, undefined, KEY, ['--host', '0.0.0.0', '--token', TOKEN]);
+    try {
+      await waitFor(() => s.url !== '' || s.proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
+      const port = new URL(s.url).port;
+      expect(s.out.split('\n')).toContain(`listening on every address (0.0.0.0, port ${port}); from this machine http://127.0.0.1:${port}`);
+      const res = await fetch(`${s.url}/api/queries`, { headers: { authorization: `Bearer ${TOKEN}` } });
+      expect(res.status).toBe(200);
+    } finally {
+      await killAndRemove(s.proc, dir);
+    }
+  }, 120_000);
+});
+
 describe('continuity serve on a new data directory without CONTINUITY_HASH_KEY', () => {
   it('creates <data-dir>/hash.key at start and says so, so a collector can be given it before any import (newcomer pass: ENOENT)', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'continuity-serve-key-'));
@@ -340,10 +357,10 @@ async function killAndRemove(proc: ChildProcess, dir: string): Promise<void> {
  * `continuity serve` on `dir`, any free port: the process, and its URL and stderr so far.
  * @param stdin text written to serve's standard input, which stays open (none: /dev/null).
  */
-function spawnServe(dir: string, stdin?: string, hashKey: string | null = KEY): { proc: ChildProcess; readonly url: string; readonly out: string; readonly err: string } {
+function spawnServe(dir: string, stdin?: string, hashKey: string | null = KEY, args: string[] = []): { proc: ChildProcess; readonly url: string; readonly out: string; readonly err: string } {
   const env: NodeJS.ProcessEnv = { ...process.env, CONTINUITY_HASH_KEY: hashKey ?? undefined, CLICKHOUSE_URL: '' };
   if (hashKey === null) delete env.CONTINUITY_HASH_KEY;
-  const proc = spawn(process.execPath, [BIN, '--data-dir', dir, 'serve', '--port', '0'], {
+  const proc = spawn(process.execPath, [BIN, '--data-dir', dir, 'serve', '--port', '0', ...args], {
     env,
     stdio: [stdin === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
   });
@@ -353,7 +370,7 @@ function spawnServe(dir: string, stdin?: string, hashKey: string | null = KEY): 
   let err = '';
   createInterface({ input: proc.stdout! }).on('line', (line) => {
     out += line + '\n';
-    const m = /^listening on (http:\/\/\S+)$/.exec(line);
+    const m = /^listening on (?:every address \(.*\); from this machine )?(http:\/\/\S+)$/.exec(line);
     if (m) url = m[1]!;
   });
   proc.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
