@@ -164,7 +164,7 @@ describe('/api/canary', () => {
     for (const [payload, words] of [
       [{}, /deploy: /],
       [{ deploy: 'latest', after: 'soon' }, /after: "soon" is not a duration/],
-      [{ deploy: 'latest', gates: { nope: { max: 1 } } }, /field nope: unknown field/],
+      [{ deploy: 'latest', gates: { nope: { max: 1 } } }, /field nope: unknown gate \(gates: /],
       [{ deploy: 'latest', gates: { proxy_5xx_in_gap: { max: -1 } } }, /field proxy_5xx_in_gap\.max/],
       [{ deploy: 'latest', format: 'pdf' }, /format: /],
       [{ deploy: 'latest', gates: null }, /gates: holds no gates/],
