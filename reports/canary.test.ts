@@ -552,7 +552,7 @@ describe('gates files', () => {
       return '';
     };
     expect(message('nosuch_gate:\n  max: 1\n', 'g.yaml')).toBe(
-      'invalid configuration: gates file g.yaml: field nosuch_gate: unknown gate (gates: proxy_5xx_in_gap, refused_after_boot, unsettled_at_shutdown, sessions_lost_tools, invalid_token_rate)',
+      'invalid configuration: gates file g.yaml: field nosuch_gate: unknown gate; the gates: proxy_5xx_in_gap, refused_after_boot, unsettled_at_shutdown, sessions_lost_tools, invalid_token_rate',
     );
     expect(message('{"proxy_5xx_in_gap": {"maxx": 1}}', 'g.json')).toBe('invalid configuration: gates file g.json: field proxy_5xx_in_gap.maxx: unknown field of gate proxy_5xx_in_gap (its fields: enabled, max)');
     expect(message('gates:\n\t- x: 1\n', 'g.yaml')).toBe('invalid configuration: gates file g.yaml: not valid YAML: Tabs are not allowed as indentation at line 2, column 1');

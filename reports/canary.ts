@@ -221,12 +221,14 @@ export function gatesFromData(raw: unknown, what: string, file: string): GatesCo
         // (at the top level the key is a gate's name; below, a gate's field)
         const gate = GatesFileSchema.shape[String(i.path[0]) as keyof typeof GatesFileSchema.shape]?.unwrap();
         const fields = gate instanceof z.ZodObject ? ` (its fields: ${Object.keys(gate.shape).join(', ')})` : '';
-        const unknown = i.path.length === 0 ? `unknown gate (gates: ${GATE_IDS.join(', ')})` : `unknown field of gate ${String(i.path[0])}${fields}`;
+        const unknown = i.path.length === 0 ? 'unknown gate' : `unknown field of gate ${String(i.path[0])}${fields}`;
         return { field, message: k === undefined ? i.message : unknown };
       });
     });
     const listed = issues.slice(0, 10).map((i) => `field ${i.field}: ${i.message}`);
     if (issues.length > 10) listed.push(`and ${issues.length - 10} more`);
+    // (the gates there are, once)
+    if (issues.some((i) => i.message === 'unknown gate')) listed.push(`the gates: ${GATE_IDS.join(', ')}`);
     throw new ContinuityError('CONT_ERR_CONFIG', `${what}: ${listed.join('; ')}`, {
       details: { file, fields: issues.slice(0, 10).map((i) => i.field), issues: issues.slice(0, 10) },
     });
