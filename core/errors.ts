@@ -129,7 +129,7 @@ export const ERROR_CODES = {
     message: 'the request body is larger than the server accepts',
     retriable: false,
     httpStatus: 413,
-    fix: 'Send a smaller body: the limit (`details.limitBytes`; 10 MiB unless createGateway was given maxBodyBytes) counts the bytes after Content-Encoding is decoded, on the ingest routes and the read API alike. For ingest, send smaller batches (the OTLP exporters batch by count: lower maxExportBatchSize).',
+    fix: 'Send a smaller body: the limit (`details.limitBytes`; 10 MiB unless createGateway was given maxBodyBytes) counts the bytes after Content-Encoding is decoded, on the ingest routes and the read API alike; an ingest request also carries at most 50,000 log records or events (`details.limitRecords`). For ingest, send smaller batches (the OTLP exporters batch by count: lower maxExportBatchSize).',
   },
   CONT_ERR_UNAUTHORIZED: {
     message: 'the request lacks a valid bearer token',

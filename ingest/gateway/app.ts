@@ -20,7 +20,7 @@ import {
 } from '../../core/http.ts';
 import { parseEvent, type ContinuityEvent, type EventIssue, type ParseResult } from '../../schema/index.ts';
 import type { Retention } from '../../store/index.ts';
-import { decodeOtlpJson, decodeOtlpProtobuf, encodeOtlpResponse, OtlpShapeError, type OtlpLogRecord } from './otlp.ts';
+import { decodeOtlpJson, decodeOtlpProtobuf, encodeOtlpResponse, MAX_RECORDS_PER_REQUEST, OtlpShapeError, OtlpTooManyRecords, type OtlpLogRecord } from './otlp.ts';
 
 /** Media types `POST /v1/logs` takes: OTLP/HTTP JSON or protobuf (both protobuf names have a parser). */
 const OTLP_MEDIA_TYPES = ['application/json', 'application/x-protobuf', 'application/protobuf'] as const;
@@ -136,6 +136,10 @@ const INGEST_ROUTES: ReadonlySet<string> = new Set(['/v1/logs', '/v1/events']);
  *   or `CONT_ERR_EVENT_REFUSED` when no event was invalid), or 413
  *   `CONT_ERR_EVENT_TOO_LARGE` when every event of the request was refused for its
  *   size; on `/v1/logs` partial success as for invalid records. Neither is retriable.
+ * - Either route refuses a request of more than {@link MAX_RECORDS_PER_REQUEST} records or
+ *   events whole, before decoding them: 413 `CONT_ERR_BODY_TOO_LARGE`
+ *   (`details.limitRecords`). A `/v1/events` answer lists the first
+ *   {@link REJECTED_LISTED} refused inputs (`rejected`) and counts them all (`rejected_count`).
  * - `GET /healthz` (process up) and `GET /readyz` (sink ready).
  * Errors are `{ code, message, fix, details }` with the registry's status: 400
  * malformed, 401 missing token, 404 unknown method and path (`CONT_ERR_NOT_FOUND`,
@@ -285,6 +289,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
       records = protobufRequest ? decodeOtlpProtobuf(req.body as Buffer) : decodeOtlpJson(req.body);
     } catch (err) {
       if (err instanceof OtlpShapeError) throw new ContinuityError('CONT_ERR_BAD_REQUEST', err.message);
+      if (err instanceof OtlpTooManyRecords) throw tooManyRecords('log records', err.count);
       throw err;
     }
     // A record may carry several events (the collector's `exchange` record: arrival +
@@ -340,6 +345,7 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     const body = req.body as unknown;
     const list = Array.isArray(body) ? body : (body as { events?: unknown } | null)?.events;
     if (!Array.isArray(list)) throw new ContinuityError('CONT_ERR_BAD_REQUEST', 'expected a JSON array of events or { "events": [...] }');
+    if (list.length > MAX_RECORDS_PER_REQUEST) throw tooManyRecords('events', list.length);
     const { events, rejected: invalid, inputIndex } = await validate(list);
     const refused = await deliver(events, inputIndex);
     const accepted = events.length - refused.length;
@@ -350,12 +356,28 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
       // A request refused whole for its events' size is a 413 (RFC 9110 §15.5.14); a
       // partial one keeps the 400 that lists what to fix and tells not to resend.
       const status = code === 'CONT_ERR_EVENT_TOO_LARGE' && accepted === 0 ? 413 : 400;
-      return reply.status(status).send({ ...err.toJSON(), accepted, rejected });
+      // (the first REJECTED_LISTED refused inputs: a 5 MB body of empty objects was
+      // answered with 453 MB listing every one; a break-it pass)
+      return reply.status(status).send({ ...err.toJSON(), accepted, rejected_count: rejected.length, rejected: rejected.slice(0, REJECTED_LISTED) });
     }
     return reply.status(200).send({ accepted });
   });
 
   return { app, stats };
+}
+
+/** The most refused inputs a `POST /v1/events` answer lists (`rejected`; `rejected_count` counts them all). */
+export const REJECTED_LISTED = 1_000;
+
+/**
+ * A request with more `what` than {@link MAX_RECORDS_PER_REQUEST}: 413 CONT_ERR_BODY_TOO_LARGE,
+ * the whole request refused before any is decoded or stored (`count`: how many it holds,
+ * or at least how many were counted).
+ */
+function tooManyRecords(what: string, count: number): ContinuityError {
+  return new ContinuityError('CONT_ERR_BODY_TOO_LARGE', `over ${MAX_RECORDS_PER_REQUEST} ${what} in one request (${count} or more); send them in smaller requests`, {
+    details: { limitRecords: MAX_RECORDS_PER_REQUEST, records: count },
+  });
 }
 
 /** Two lists of refused inputs, each in input order, as one in input order. */

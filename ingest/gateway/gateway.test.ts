@@ -13,7 +13,7 @@ import { ContinuityError } from '../../core/errors.ts';
 import { openTestStore, type TestStore } from '../../test/helpers/store.ts';
 import { createInProcessTransport, type InProcessTransport } from '../transport/in-process.ts';
 import { createGateway, type EventSink } from './app.ts';
-import { encodeOtlpRequest } from './otlp.ts';
+import { countProtobufLogRecords, encodeOtlpRequest, MAX_RECORDS_PER_REQUEST } from './otlp.ts';
 import { mapOtlpRecord } from './otlp-map.ts';
 
 let t: TestStore;
@@ -58,6 +58,8 @@ function varint(n: number): number[] {
   return out;
 }
 const lengthDelimited = (field: number, body: Buffer): Buffer => Buffer.concat([Buffer.from([(field << 3) | 2, ...varint(body.length)]), body]);
+/** An ExportLogsServiceRequest of one resource with two empty log records. */
+const protobufOfTwo = (): Buffer => lengthDelimited(1, lengthDelimited(2, Buffer.from('12001200', 'hex')));
 
 /**
  * A protobuf ExportLogsServiceRequest with one `boot` log record (service `service`)
@@ -522,6 +524,49 @@ describe('POST /v1/events', () => {
         details: { contentEncoding: 'br', acceptedEncodings: ['gzip', 'deflate'] },
       });
     }
+  });
+
+  it('refuses a request of more than 50,000 records or events whole (413, coded) before decoding them; 50,000 are read', async () => {
+    // (5,000,000 empty protobuf records, 9.8 KB gzipped, ran serve out of heap and left it hung; 3.5M `{}`
+    // events answered an uncoded 500 after 12 s; a break-it pass)
+    const protobufOf = (n: number) => lengthDelimited(1, lengthDelimited(2, Buffer.from('1200'.repeat(n), 'hex'))); // n empty LogRecords
+    const gz = { ...auth, 'content-type': 'application/x-protobuf', 'content-encoding': 'gzip' };
+    const over = await app.inject({ method: 'POST', url: '/v1/logs', headers: gz, payload: gzipSync(protobufOf(5_000_000)) });
+    expect(over.statusCode).toBe(413);
+    expect(over.json()).toMatchObject({ code: 'CONT_ERR_BODY_TOO_LARGE', details: { limitRecords: MAX_RECORDS_PER_REQUEST, records: MAX_RECORDS_PER_REQUEST + 1 } });
+    expect((await app.inject({ method: 'POST', url: '/v1/logs', headers: gz, payload: gzipSync(protobufOf(MAX_RECORDS_PER_REQUEST + 1)) })).statusCode).toBe(413);
+    const at = await app.inject({ method: 'POST', url: '/v1/logs', headers: gz, payload: gzipSync(protobufOf(MAX_RECORDS_PER_REQUEST)) });
+    expect(at.statusCode).toBe(200); // every record refused as partial success: empty records are no events
+    const json = (n: number) => JSON.stringify({ resourceLogs: [{ scopeLogs: [{ logRecords: Array.from({ length: n }, () => ({})) }] }] });
+    const overJson = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/json' }, payload: json(MAX_RECORDS_PER_REQUEST + 1) });
+    expect(overJson.statusCode).toBe(413);
+    expect(overJson.json()).toMatchObject({ code: 'CONT_ERR_BODY_TOO_LARGE', details: { limitRecords: MAX_RECORDS_PER_REQUEST } });
+    const events = (n: number) => JSON.stringify(Array.from({ length: n }, () => ({})));
+    const overEvents = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload: events(MAX_RECORDS_PER_REQUEST + 1) });
+    expect(overEvents.statusCode).toBe(413);
+    expect(overEvents.json()).toMatchObject({ code: 'CONT_ERR_BODY_TOO_LARGE', details: { limitRecords: MAX_RECORDS_PER_REQUEST, records: MAX_RECORDS_PER_REQUEST + 1 } });
+  });
+
+  it('lists the first 1,000 refused events and counts them all (a 5 MB body of {} was answered with 453 MB)', async () => {
+    const payload = JSON.stringify([boot({ service: 'listed' }), ...Array.from({ length: 3_000 }, () => ({}))]);
+    const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': 'application/json' }, payload });
+    expect(res.statusCode).toBe(400);
+    const body = res.json() as { accepted: number; rejected_count: number; rejected: Array<{ index: number }> };
+    expect(body).toMatchObject({ code: 'CONT_ERR_EVENT_INVALID', accepted: 1, rejected_count: 3_000 });
+    expect(body.rejected.map((r) => r.index)).toEqual(Array.from({ length: 1_000 }, (_, i) => i + 1));
+    expect(await stored("service = 'listed'")).toBe(1);
+  });
+
+  it('counts the log records of a protobuf request from its wire format as the decoder reads them', async () => {
+    const req = encodeOtlpRequest({
+      resourceLogs: [
+        { resource: { attributes: [{ key: 'service.name', value: { stringValue: 's' } }] }, scopeLogs: [{ scope: { name: 'x' }, logRecords: [{ eventName: 'a', timeUnixNano: 1 }, {}, { body: { stringValue: 'y' } }] }, { logRecords: [{}] }] },
+        { scopeLogs: [{ logRecords: [{ severityNumber: 9 }] }] },
+      ],
+    });
+    expect(countProtobufLogRecords(req)).toBe(5);
+    expect(countProtobufLogRecords(new Uint8Array([0x0a, 0x05, 0x12]))).toBe(0); // cut short: the decoder refuses it
+    expect(countProtobufLogRecords(Buffer.concat([protobufOfTwo(), protobufOfTwo()]), 3)).toBe(4);
   });
 
   it('refuses a gzip bomb by its decompressed size', async () => {

@@ -92,14 +92,105 @@ export class OtlpShapeError extends Error {
 }
 
 /**
+ * The most log records (OTLP) or events (`/v1/events`) one request may carry. A
+ * body within the 10 MiB limit held 5,000,000 empty records (10 MB of protobuf,
+ * 9.8 KB gzipped; 3.5M as JSON): decoding them ran `serve` out of heap, and it hung
+ * holding the store (a break-it pass). Real batches are far smaller (the OpenTelemetry
+ * SDKs' BatchLogRecordProcessor exports at most 512 by default), and a 10 MiB body of
+ * real events holds about 35,000.
+ */
+export const MAX_RECORDS_PER_REQUEST = 50_000;
+
+/** A request with more than {@link MAX_RECORDS_PER_REQUEST} records: `count` (at least that many + 1). */
+export class OtlpTooManyRecords extends Error {
+  override readonly name = 'OtlpTooManyRecords';
+  constructor(readonly count: number) {
+    super(`more than ${MAX_RECORDS_PER_REQUEST} log records in one request`);
+  }
+}
+
+/**
+ * Counts the log records of a protobuf ExportLogsServiceRequest from its wire format
+ * alone (resource_logs = 1 > scope_logs = 2 > log_records = 2, the OTLP proto's field
+ * numbers), allocating nothing, and stops past `limit`. Bytes that are not a valid
+ * message end the count where they go wrong: the decoder refuses them after.
+ * @returns the records counted, at most `limit + 1`.
+ */
+export function countProtobufLogRecords(bytes: Uint8Array, limit: number = MAX_RECORDS_PER_REQUEST): number {
+  let count = 0;
+  // (each level: the fields of the message in bytes[from, to); `inner` runs on the
+  // length-delimited field it asks for)
+  const walk = (from: number, to: number, field: number, inner: ((a: number, b: number) => boolean) | null): boolean => {
+    let at = from;
+    while (at < to) {
+      let tag = 0;
+      let shift = 0;
+      let byte: number;
+      do {
+        if (at >= to || shift > 28) return false;
+        byte = bytes[at++]!;
+        tag += (byte & 0x7f) * 2 ** shift;
+        shift += 7;
+      } while (byte & 0x80);
+      const wire = tag % 8;
+      if (wire === 0) {
+        while (at < to && bytes[at]! & 0x80) at++;
+        at++;
+      } else if (wire === 1) at += 8;
+      else if (wire === 5) at += 4;
+      else if (wire === 2) {
+        let len = 0;
+        shift = 0;
+        do {
+          if (at >= to || shift > 28) return false;
+          byte = bytes[at++]!;
+          len += (byte & 0x7f) * 2 ** shift;
+          shift += 7;
+        } while (byte & 0x80);
+        if (at + len > to) return false;
+        if (Math.floor(tag / 8) === field) {
+          if (inner === null) {
+            if (++count > limit) return false;
+          } else if (!inner(at, at + len)) return false;
+        }
+        at += len;
+      } else return false;
+    }
+    return true;
+  };
+  walk(0, bytes.length, 1, (a, b) => walk(a, b, 2, (c, d) => walk(c, d, 2, null)));
+  return count;
+}
+
+/** Counts an OTLP/JSON request's log records (either field naming), stopping past `limit`. */
+function countJsonLogRecords(body: unknown, limit: number): number {
+  let count = 0;
+  const rl = field(body, 'resourceLogs', 'resource_logs');
+  if (!Array.isArray(rl)) return 0;
+  for (const r of rl) {
+    const sls = field(r, 'scopeLogs', 'scope_logs');
+    if (!Array.isArray(sls)) continue;
+    for (const sl of sls) {
+      const records = field(sl, 'logRecords', 'log_records');
+      if (Array.isArray(records)) count += records.length;
+      if (count > limit) return count;
+    }
+  }
+  return count;
+}
+
+/**
  * Decodes a binary protobuf ExportLogsServiceRequest. A resource or log record that nests
  * protobuf messages deeper than the decoder allows (protobufjs `Reader.recursionLimit`,
  * 100 like protoc's default; an AnyValue costs 2 messages per array level and 3 per
  * kvlist level, so about 32 kvlists) is not an error of the request: its records carry a
  * `too_deep` issue ({@link OtlpLogRecord.issues}) and the others are kept.
- * @throws OtlpShapeError when the bytes are not a valid message.
+ * @throws OtlpShapeError when the bytes are not a valid message; OtlpTooManyRecords over
+ *   {@link MAX_RECORDS_PER_REQUEST} records (counted before anything is decoded).
  */
 export function decodeOtlpProtobuf(bytes: Uint8Array): OtlpLogRecord[] {
+  const n = countProtobufLogRecords(bytes);
+  if (n > MAX_RECORDS_PER_REQUEST) throw new OtlpTooManyRecords(n);
   let shallow: { resourceLogs?: Array<{ resource?: Uint8Array; scopeLogs?: Array<{ logRecords?: Uint8Array[] }> }> };
   try {
     shallow = ShallowRequest.decode(bytes) as unknown as typeof shallow;
@@ -143,12 +234,15 @@ function decodePart(type: protobuf.Type, bytes: Uint8Array | undefined): unknown
  * A missing (or null) `resourceLogs` is an empty request, as an omitted field is in
  * OTLP/JSON (the protobuf JSON mapping: a field left out has its default, an empty
  * list), and as an empty protobuf body is (a break-it pass found `{}` refused).
- * @throws OtlpShapeError when the body is not an object, or `resourceLogs` is not an array.
+ * @throws OtlpShapeError when the body is not an object, or `resourceLogs` is not an array;
+ *   OtlpTooManyRecords over {@link MAX_RECORDS_PER_REQUEST} records.
  */
 export function decodeOtlpJson(body: unknown): OtlpLogRecord[] {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new OtlpShapeError('body is not a JSON object');
   const rl = field(body, 'resourceLogs', 'resource_logs') ?? [];
   if (!Array.isArray(rl)) throw new OtlpShapeError('resourceLogs must be an array');
+  const n = countJsonLogRecords(body, MAX_RECORDS_PER_REQUEST);
+  if (n > MAX_RECORDS_PER_REQUEST) throw new OtlpTooManyRecords(n);
   return flatten({ resourceLogs: rl });
 }
 
