@@ -180,10 +180,10 @@ export const ERROR_CODES = {
     fix: 'Ask for another format, which carries any size up to the store\'s result limit (`--format csv`, `json` or `arrow` on the command line; csv, tsv, jsonl, json or arrow over HTTP), or narrow the statement (fewer rows or columns, a LIMIT, shorter values): the table format is for reading, and draws at most 4 MiB of result text, 10,000 cells (rows × columns) and about 8 million characters drawn.',
   },
   CONT_ERR_SQL_OUTPUT_TOO_LARGE: {
-    message: 'the output would repeat the column names on every row past the output bound',
+    message: 'the output of the ad hoc statement is larger than it may return',
     retriable: false,
     httpStatus: 422,
-    fix: 'Shorten the column names (alias long expressions with AS), ask for fewer rows (--max-rows, max_rows; the message gives the most that fit), or use a format that writes the names once: csv, tsv or arrow (and table on the command line).',
+    fix: 'Ask for fewer rows (--max-rows, max_rows, or page with WHERE or LIMIT … OFFSET) or fewer or narrower columns: an output carries at most 512 MiB; in the JSON formats, which write every column name on every row, at most 256 MiB of names (shorten them with AS, or use csv, tsv or arrow, which write them once; the message gives the rows that fit).',
   },
   CONT_ERR_EXPECTATION_FAILED: {
     message: "the server cannot meet the request's Expect header",

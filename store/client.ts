@@ -4,7 +4,7 @@ import { Readable } from 'node:stream';
 import { ClickHouseLogLevel, createClient, type ClickHouseClient } from '@clickhouse/client';
 import type { createChdbConnection } from 'chdb/connection';
 import type { Config } from '../core/config.ts';
-import { ContinuityError } from '../core/errors.ts';
+import { ContinuityError, isContinuityError } from '../core/errors.ts';
 import { ensureDir } from '../core/fs.ts';
 
 /** Options of {@link Store.readOnly}. */
@@ -765,7 +765,19 @@ function wrap(
       const names = await resultNames(adhocClient, statement, probeS).catch((err: unknown) => {
         throw refuse(err);
       });
-      assertNamesFit(names, maxRows, options.format);
+      // Where the names of maxRows rows would not fit, the rows are counted first (up to
+      // one more than fit, reading no column): only a result that has more is refused, and
+      // before its output is made (a count of one row with a long generated name was
+      // refused for the rows it could not have: a break-it pass).
+      const tooMany = namesFit(names, maxRows, options.format);
+      if (tooMany) {
+        const countS = Math.ceil(maxSeconds - (performance.now() - started) / 1000);
+        if (countS < 1) throw queueTimeout((performance.now() - started) / 1000, maxSeconds);
+        const rows = await countRows(adhocClient, statement, tooMany.fitRows + 1, countS).catch((err: unknown) => {
+          throw refuse(err);
+        });
+        if (rows > tooMany.fitRows) throw tooMany;
+      }
     }
     // The time a statement waited behind others (they run one at a time) counts against
     // its own: a break-it pass found a 1 s statement answered after 14 s behind a
@@ -777,11 +789,23 @@ function wrap(
     try {
       const rs = await adhocClient.exec({ query: wrappedFor(leftS) });
       const chunks: Buffer[] = [];
-      for await (const chunk of rs.stream) chunks.push(chunk as Buffer);
+      let bytes = 0;
+      for await (const chunk of rs.stream) {
+        bytes += (chunk as Buffer).length;
+        // (the result bound counts values as the engine holds them: a constant column is
+        // one value whatever the rows (repeat('a', 900) over 1,000,000 rows was 903 MB of
+        // csv), and a named tuple's element names are written in every value; a break-it pass)
+        if (bytes > MAX_OUTPUT_BYTES) {
+          rs.stream.destroy();
+          throw outputTooLarge(bytes);
+        }
+        chunks.push(chunk as Buffer);
+      }
       const rows = resultRows(rs);
       options.onResult?.({ rows, limited: rows !== null && rows >= maxRows });
       return Buffer.concat(chunks);
     } catch (err) {
+      if (isContinuityError(err)) throw err;
       throw refuse(err);
     }
   }
@@ -809,24 +833,68 @@ async function resultNames(client: ClickHouseClient, statement: string, maxSecon
 }
 
 /**
- * Refuses an output whose column names alone, written on each of `maxRows` rows
- * (`format` writes them on every row: {@link NAMES_EVERY_ROW}), would pass
- * {@link MAX_RESULT_BYTES}. The engine builds the formatted output whole and outside
- * its memory bound, and the result bound counts the values only: a 5,000-character
- * alias over 60,000 rows was 300 MB of output and 2.5 GB of memory (a break-it pass).
- * A name counts as JSON writes it (quoted, escaped) with its colon and comma.
- * @throws ContinuityError CONT_ERR_SQL_OUTPUT_TOO_LARGE, with the bytes a row's names
- *   take and the most rows that fit in `details`.
+ * How many rows the ad hoc `statement` has, counted up to `upTo` (none of its columns
+ * read), under the same read-only settings as its run.
+ * @throws the engine's error for the statement, as the run itself would.
  */
-export function assertNamesFit(names: readonly string[], maxRows: number, format: string): void {
-  const perRow = names.reduce((n, name) => n + Buffer.byteLength(JSON.stringify(name)) + 2, 0);
-  if (perRow * maxRows <= MAX_RESULT_BYTES) return;
+async function countRows(client: ClickHouseClient, statement: string, upTo: number, maxSeconds: number): Promise<number> {
+  const rs = await client.query({
+    query: `SELECT count() AS n FROM (SELECT 1 FROM (\n${statement}\n) LIMIT ${upTo})\nSETTINGS readonly = 1, max_execution_time = ${maxSeconds}, max_memory_usage = ${MAX_MEMORY_BYTES}`,
+    format: 'JSONEachRow',
+  });
+  const [row] = (await rs.json()) as Array<{ n: number | string }>;
+  return Number(row?.n ?? 0);
+}
+
+/**
+ * The refusal of an output whose column names alone, written on each of `maxRows` rows
+ * (`format` writes them on every row: {@link NAMES_EVERY_ROW}), would pass
+ * {@link MAX_RESULT_BYTES}; undefined when they fit. The engine builds the formatted
+ * output whole and outside its memory bound, and the result bound counts the values
+ * only: a 5,000-character alias over 60,000 rows was 300 MB of output and 2.5 GB of
+ * memory (a break-it pass). A name counts as the engine writes it in JSON: quoted, `"`
+ * `\\` and control characters escaped as JSON.stringify does, `/` as `\\/` and U+2028 and
+ * U+2029 as `\\u2028`, `\\u2029`; with its colon and comma.
+ * @returns CONT_ERR_SQL_OUTPUT_TOO_LARGE with `fitRows`, the most rows whose names fit
+ *   (also in `details`), for the caller to throw when the result has more rows.
+ */
+export function namesFit(names: readonly string[], maxRows: number, format: string): (ContinuityError & { fitRows: number }) | undefined {
+  const perRow = names.reduce((n, name) => n + jsonNameBytes(name) + 2, 0);
+  if (perRow * maxRows <= MAX_RESULT_BYTES) return undefined;
   const fitRows = Math.floor(MAX_RESULT_BYTES / perRow);
-  throw new ContinuityError(
+  const err = new ContinuityError(
     'CONT_ERR_SQL_OUTPUT_TOO_LARGE',
-    `${format} writes the column names on every row: ${perRow} bytes a row, ${maxRows} rows would be ${Math.ceil((perRow * maxRows) / 2 ** 20)} MiB of names alone, over the ${MAX_RESULT_BYTES / 2 ** 20} MiB bound; ` +
+    `${format} writes the column names on every row: ${perRow} bytes a row, so more than ${fitRows} rows would be over ${MAX_RESULT_BYTES / 2 ** 20} MiB of names alone, and the result has more; ` +
       `shorten the column names (AS), ask for at most ${fitRows} rows, or use a format that writes the names once (csv, tsv, arrow)`,
     { details: { namesBytesPerRow: perRow, maxRows, fitRows, limitBytes: MAX_RESULT_BYTES } },
+  );
+  return Object.assign(err, { fitRows });
+}
+
+/** The bytes of `name` as a JSON string the engine writes (see {@link namesFit}). */
+function jsonNameBytes(name: string): number {
+  let extra = 0;
+  for (const c of name) {
+    if (c === '/') extra += 1;
+    else if (c === '\u2028' || c === '\u2029') extra += 3;
+  }
+  return Buffer.byteLength(JSON.stringify(name)) + extra;
+}
+
+/**
+ * The most bytes of formatted output one ad hoc statement returns, whatever its format.
+ * The result bound ({@link MAX_RESULT_BYTES}) counts the values as the engine holds
+ * them, which is not the output's size: a constant column is one value for any number
+ * of rows, and JSON writes a named tuple's element names in every value.
+ */
+export const MAX_OUTPUT_BYTES = 512 << 20;
+
+/** An ad hoc statement's output over {@link MAX_OUTPUT_BYTES} after `bytes` of it. */
+function outputTooLarge(bytes: number): ContinuityError {
+  return new ContinuityError(
+    'CONT_ERR_SQL_OUTPUT_TOO_LARGE',
+    `the output passed ${MAX_OUTPUT_BYTES / 2 ** 20} MiB (${bytes} bytes read), the most an ad hoc statement returns; ask for fewer rows or columns, or page with WHERE or LIMIT … OFFSET`,
+    { details: { limitBytes: MAX_OUTPUT_BYTES, outputBytes: bytes } },
   );
 }
 

@@ -391,21 +391,32 @@ describe('POST /api/sql: writes refused', () => {
     expect(controls.json()).toMatchObject({ code: 'CONT_ERR_SQL_TABLE_TOO_LARGE', details: { limitDrawnChars: 8 << 20 } });
   });
 
-  it('refuses JSON whose column names alone, written on every row, would pass the output bound (422, coded); csv writes them once', async () => {
-    // (a 5,000-character alias over 60,000 rows was 300 MB of JSON and 2.5 GB of memory: the engine
-    // builds the output whole, and its result bound counts the values only; a break-it pass)
-    const sql = `SELECT number AS ${'a'.repeat(5000)} FROM numbers(3)`;
+  it('refuses JSON whose column names alone, written on every row, would pass 256 MiB over the rows the result has (422, coded); csv writes them once', async () => {
+    // (a 5,000-character alias over 60,000 rows was 300 MB of JSON and 2.5 GB of memory: a break-it pass)
+    const alias = 'a'.repeat(5000);
     for (const format of ['jsonl', 'json']) {
-      const res = await post({ sql, format, max_rows: 60_000 });
+      const res = await post({ sql: `SELECT number AS ${alias} FROM numbers(60000)`, format, max_rows: 60_000 });
       expect(res.statusCode, res.body.slice(0, 300)).toBe(422);
       expect(res.json()).toMatchObject({ code: 'CONT_ERR_SQL_OUTPUT_TOO_LARGE', details: { namesBytesPerRow: 5004, maxRows: 60_000, fitRows: 53_644 } });
     }
-    const fits = await post({ sql, format: 'jsonl', max_rows: 53_644 });
-    expect(fits.statusCode, fits.body.slice(0, 300)).toBe(200);
-    expect(fits.body.trim().split('\n')).toHaveLength(3);
-    const csv = await post({ sql, format: 'csv', max_rows: 60_000 });
+    // the rows the result has count, not the rows asked for: 3 rows, or a count of one with a
+    // 28 KB generated name, were refused (a later break-it pass)
+    const few = await post({ sql: `SELECT number AS ${alias} FROM numbers(3)`, format: 'jsonl', max_rows: 60_000 });
+    expect(few.statusCode, few.body.slice(0, 300)).toBe(200);
+    expect(few.body.trim().split('\n')).toHaveLength(3);
+    const csv = await post({ sql: `SELECT number AS ${alias} FROM numbers(60000)`, format: 'csv', max_rows: 60_000 });
     expect(csv.statusCode).toBe(200);
-    expect(csv.body.split('\n').filter(Boolean)).toHaveLength(4);
+    expect(csv.body.split('\n').filter(Boolean)).toHaveLength(60_001);
+    // names counted as the engine writes them: a / is \/ (twice the bytes JSON.stringify gives)
+    const slashes = await post({ sql: `SELECT number AS \`${'/'.repeat(5000)}\` FROM numbers(60000)`, format: 'jsonl', max_rows: 60_000 });
+    expect(slashes.json()).toMatchObject({ code: 'CONT_ERR_SQL_OUTPUT_TOO_LARGE', details: { namesBytesPerRow: 10_004 } });
+  });
+
+  it('refuses an output over 512 MiB in any format (422, coded): a constant column passes the engine\'s result bound', async () => {
+    // (repeat('a', 900) over 1,000,000 rows was 903 MB of csv, the result bound counting the constant once: a break-it pass)
+    const res = await post({ sql: "SELECT repeat('a', 600) AS s FROM numbers(1000000)", format: 'csv', max_rows: 1_000_000 });
+    expect(res.statusCode, res.body.slice(0, 300)).toBe(422);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_SQL_OUTPUT_TOO_LARGE', details: { limitBytes: 512 << 20 } });
   });
 
   it('still answers a read afterwards', async () => {
