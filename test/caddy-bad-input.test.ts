@@ -182,6 +182,20 @@ describe('bad input never stops an import and never passes silently', () => {
     ]);
   });
 
+  it('a line more than an hour past the clock is ts_in_future, as the gateway refuses an event; up to the hour is kept', async () => {
+    // (lines of 2105-12 and 2106-01 were counted as written and expired at once, their 90-day TTL
+    // past 2106; one of 2100 was kept, where the gateway refuses it: a break-it pass)
+    const now = Date.now() / 1000;
+    const at = (ts: number) => edited(GOOD[2]!, (e) => (e.ts = ts));
+    const lines = [GOOD[0]!, at(Date.UTC(2105, 11, 1) / 1000), at(Date.UTC(2100, 0, 1) / 1000), at(now + 7200), at(now + 600), GOOD[1]!];
+    const r = await run('future', file('future.log', lines.join('\n') + '\n'));
+    const future = r.rejects.filter((x) => x.reason === 'ts_in_future');
+    expect(future.map((x) => x.line)).toEqual([2, 3, 4]);
+    expect(future[0]!.detail).toBe("ts: 2105-12-01T00:00:00.000Z is more than 3600 s past this machine's clock");
+    expect(r.proxy_access).toBe(3);
+    expect(await stored('future')).toBe(3);
+  });
+
   it('a lone UTF-16 surrogate escape in any string field read is lone_surrogate (naming the field, by line); pairs are kept', async () => {
     // JSON.stringify writes a lone surrogate as the escape "\ud800": what the store cannot keep.
     const base = restartLines[2]!; // has Mcp-Session-Id in both request and response headers

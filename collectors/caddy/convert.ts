@@ -46,10 +46,13 @@ import { classifyUpstreamError, UpstreamJoin, type UpstreamErrorClass } from './
  * (e.g. a truncated gzip member) at that line number. `lone_surrogate`: a string field
  * the converter reads holds an unpaired UTF-16 surrogate escape (e.g. `"\ud800"`),
  * which has no UTF-8 form and which the store refuses (as `parseEvent` refuses it on
- * the ingest path). `store_refused`: the store refused a row the line produced (the
+ * the ingest path). `ts_in_future`: the line's time is more than an hour past the
+ * import's clock, as `parseEvent` refuses an event on the ingest path (no proxy logs
+ * what has not happened; a line of 2105-12 was stored and expired at once, its TTL
+ * past 2106, a break-it pass). `store_refused`: the store refused a row the line produced (the
  * import then reports the line as rejected; the converter never uses this reason).
  */
-export type RejectReason = 'not_json' | 'line_too_long' | 'wrong_type' | 'missing_field' | 'lone_surrogate' | 'read_error' | 'store_refused';
+export type RejectReason = 'not_json' | 'line_too_long' | 'wrong_type' | 'missing_field' | 'lone_surrogate' | 'ts_in_future' | 'read_error' | 'store_refused';
 
 /** Counters of one input file, kept by {@link CaddyConverter}. */
 export interface FileCounters {
@@ -80,7 +83,12 @@ export interface ConverterOptions {
   maxLineBytes: number;
   /** Cap on error-log entries kept for the join (default 1,000,000). */
   maxErrorEntries?: number;
+  /** The clock, ms since the epoch, for the future check (default Date.now() at construction). */
+  nowMs?: number;
 }
+
+/** How far past the import's clock a line's time may be, s (as parseEvent's default skew). */
+const MAX_FUTURE_S = 3600;
 
 /** Totals of a {@link CaddyConverter}. */
 export interface ConverterTotals {
@@ -273,6 +281,8 @@ export class CaddyConverter {
 
   private readonly sc = new CaddyLineScanner();
   private readonly hasher: KeyedHasher;
+  /** The latest line time taken, s ({@link MAX_FUTURE_S} past the clock). */
+  private readonly latestTsS: number;
   /** The `service` and `environment` members of every event's JSON ('' for none). */
   private readonly serviceJson: string;
   private scratch: Buffer;
@@ -292,6 +302,7 @@ export class CaddyConverter {
       (service === '' ? '' : `,"service":${JSON.stringify(service)}`) + (environment === '' ? '' : `,"environment":${JSON.stringify(environment)}`);
     this.scratch = Buffer.allocUnsafe(Math.min(options.maxLineBytes, 1 << 16) + 32);
     this.join = new UpstreamJoin<HeldRow>(options.maxErrorEntries ?? 1_000_000);
+    this.latestTsS = (options.nowMs ?? Date.now()) / 1000 + MAX_FUTURE_S;
     this.out = out;
   }
 
@@ -494,6 +505,10 @@ export class CaddyConverter {
       this.reject(lineNo, 'wrong_type', 'ts: out of range', bytes);
       return;
     }
+    if (tsSec > this.latestTsS) {
+      this.reject(lineNo, 'ts_in_future', `ts: ${new Date(tsSec * 1000).toISOString()} is more than ${MAX_FUTURE_S} s past this machine's clock`, bytes);
+      return;
+    }
     const ts = Math.round(tsSec * 1e6);
     const addr = this.clientAddress();
     if (typeof addr === 'string') {
@@ -566,6 +581,10 @@ export class CaddyConverter {
     const tsSec = sc.num(F_TS);
     if (!(tsSec >= MIN_TS_S && tsSec < MAX_TS_S)) {
       this.reject(lineNo, 'wrong_type', 'ts: out of range', bytes);
+      return;
+    }
+    if (tsSec > this.latestTsS) {
+      this.reject(lineNo, 'ts_in_future', `ts: ${new Date(tsSec * 1000).toISOString()} is more than ${MAX_FUTURE_S} s past this machine's clock`, bytes);
       return;
     }
     const status = sc.num(F_STATUS);
