@@ -41,19 +41,29 @@ export async function openCommandStore(config: Config): Promise<Store> {
  * @throws ContinuityError CONT_ERR_CONFIG for a read whose data directory does not exist.
  */
 export async function withStore<T>(config: Config, fn: (store: Store) => Promise<T>, options: { read?: boolean } = {}): Promise<T> {
-  if (options.read && !config.clickhouse && !existsSync(config.dataDir)) {
-    throw new ContinuityError(
-      'CONT_ERR_CONFIG',
-      `no store at ${config.dataDir} (--data-dir, CONTINUITY_DATA_DIR): a read does not create one; import, analyze or serve first, or name the store's directory`,
-      { details: { dataDir: config.dataDir } },
-    );
-  }
+  if (options.read) assertStoreExists(config, 'a read');
   const store = await openCommandStore(config);
   try {
     return await fn(store);
   } finally {
     await store.close();
   }
+}
+
+/**
+ * Refuses a command that works on an existing embedded store (`what`: "a read", "compact")
+ * where its data directory does not exist, instead of creating an empty store there (a
+ * mistyped --data-dir once "compacted" a new empty store and exited 0: a break-it pass).
+ * A ClickHouse server (CLICKHOUSE_URL) is not checked.
+ * @throws ContinuityError CONT_ERR_CONFIG naming the directory (`details.dataDir`).
+ */
+export function assertStoreExists(config: Config, what: string): void {
+  if (config.clickhouse || existsSync(config.dataDir)) return;
+  throw new ContinuityError(
+    'CONT_ERR_CONFIG',
+    `no store at ${config.dataDir} (--data-dir, CONTINUITY_DATA_DIR): ${what} does not create one; import, analyze or serve first, or name the store's directory`,
+    { details: { dataDir: config.dataDir } },
+  );
 }
 
 /**

@@ -122,10 +122,11 @@ describe('labels', () => {
 });
 
 describe('bad input through the CLI', () => {
-  it('a read of a data directory that does not exist is refused, and creates nothing', async () => {
+  it('a read (or compact) of a data directory that does not exist is refused, and creates nothing', async () => {
     // (a mistyped --data-dir made a new, empty store and the reads answered 0: a newcomer pass)
     const typo = join(freshDir(), 'typo');
-    for (const args of [['report', '--json'], ['sql', 'SELECT 1'], ['query', 'restarts']]) {
+    // (compact made one too, and said it merged nothing: a break-it pass)
+    for (const args of [['report', '--json'], ['sql', 'SELECT 1'], ['query', 'restarts'], ['compact', '--json']]) {
       const r = await continuity(args, typo);
       expect(r.code, args.join(' ')).toBe(2);
       expect(r.stderr).toContain(`error CONT_ERR_CONFIG: invalid configuration: no store at ${typo} (--data-dir, CONTINUITY_DATA_DIR)`);

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { COMPACT_QUIET_MS, compactClosedDays, type CompactedPartition } from '../../store/index.ts';
 import { ContinuityError } from '../../core/index.ts';
-import { configFrom, openCommandStore, positiveFlag } from '../context.ts';
+import { assertStoreExists, configFrom, openCommandStore, positiveFlag } from '../context.ts';
 
 /** What a partition left alone was left for, in the command's words. */
 const WHY: Record<NonNullable<CompactedPartition['skipped']>, string> = {
@@ -29,6 +29,7 @@ export function registerCompact(program: Command): void {
     .action(async (flags: { quiet: string; json?: boolean }, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
       const quietMs = positiveFlag('--quiet', flags.quiet, false, true) * 60_000;
+      assertStoreExists(config, 'compact');
       const store = await openCommandStore(config).catch((err: unknown) => {
         if (err instanceof ContinuityError && err.code === 'CONT_ERR_STORE_LOCKED') {
           throw new ContinuityError('CONT_ERR_STORE_LOCKED', [err.detail, '(a running serve or consumer compacts its closed days itself, every 15 minutes)'].filter(Boolean).join(' '), {
