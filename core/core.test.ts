@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.ts';
 import { ContinuityError, ERROR_CODES } from './errors.ts';
-import { createKeyedHasher, loadOrCreateKeyFile } from './hash.ts';
+import { createKeyedHasher, keyMismatchWarning, loadOrCreateKeyFile } from './hash.ts';
 
 describe('loadConfig', () => {
   it('defaults to the embedded store in ./.continuity', () => {
@@ -97,6 +97,17 @@ describe('loadOrCreateKeyFile', () => {
     expect(first).toHaveLength(32);
     expect(loadOrCreateKeyFile(path).equals(first)).toBe(true);
     expect(readdirSync(join(dir, 'a'))).toEqual(['hash.key']);
+  });
+
+  it('warns when CONTINUITY_HASH_KEY is not the key the store kept, and only then (a break-it pass: used silently)', () => {
+    const dataDir = join(dir, 'w');
+    const kept = loadOrCreateKeyFile(join(dataDir, 'hash.key')).toString('hex');
+    expect(keyMismatchWarning({ dataDir, hashKeyHex: 'ab'.repeat(16) })).toBe(
+      `warning: CONTINUITY_HASH_KEY is not the key in ${dataDir}/hash.key, which this store hashed with before: ids hashed with the two never match (a session shows as two); unset CONTINUITY_HASH_KEY, or set it to that file's contents`,
+    );
+    expect(keyMismatchWarning({ dataDir, hashKeyHex: kept.toUpperCase() })).toBeUndefined();
+    expect(keyMismatchWarning({ dataDir })).toBeUndefined();
+    expect(keyMismatchWarning({ dataDir: join(dir, 'none'), hashKeyHex: 'ab'.repeat(16) })).toBeUndefined();
   });
 
   it('refuses a key file it cannot read (a directory) with CONT_ERR_CONFIG naming it', () => {

@@ -104,6 +104,26 @@ export function hasherForConfig(config: { hashKeyHex?: string | undefined; dataD
 }
 
 /**
+ * A warning when `CONTINUITY_HASH_KEY` is set and differs from the key kept in
+ * `<data-dir>/hash.key` (the key the store's earlier imports, or a `serve`, hashed
+ * with): ids hashed with one never match the other's, so a session cut between two
+ * imports counts twice (a break-it pass found it used without a word). Undefined when
+ * the variable is unset, the file is absent or unreadable, or the keys are equal.
+ */
+export function keyMismatchWarning(config: { hashKeyHex?: string | undefined; dataDir: string }): string | undefined {
+  if (!config.hashKeyHex) return undefined;
+  const path = `${config.dataDir}/hash.key`;
+  let kept: string;
+  try {
+    kept = readFileSync(path, 'utf8').trim().toLowerCase();
+  } catch {
+    return undefined;
+  }
+  if (kept === '' || kept === config.hashKeyHex.toLowerCase()) return undefined;
+  return `warning: CONTINUITY_HASH_KEY is not the key in ${path}, which this store hashed with before: ids hashed with the two never match (a session shows as two); unset CONTINUITY_HASH_KEY, or set it to that file's contents`;
+}
+
+/**
  * Makes sure the deployment key exists before anything is hashed with it, and says
  * where it is: `serve` and `consumer` call it at start, so that a collector can be
  * given the key of the store its events go to before the first proxy log is
