@@ -233,6 +233,19 @@ describe('bad input through the CLI', () => {
     expect(r.stderr).toMatch(/mixed\.log:4: not_json/);
   });
 
+  it('warns when upstream error entries were read and none joined (a combined log with its error lines last)', async () => {
+    // (`cat access.log error.log` joined nothing, silently: a break-it pass)
+    const dir = freshDir();
+    const combined = join(dir, 'combined.log');
+    writeFileSync(combined, readFileSync(`${CAPTURES}caddy-sdk-restart/caddy-access.log`, 'utf8') + readFileSync(`${CAPTURES}caddy-sdk-restart/caddy-error.log`, 'utf8'));
+    const last = await continuity(['import', 'caddy', combined], dir);
+    expect(last.code).toBe(0);
+    expect(last.stderr).toContain('warning: 10 upstream error entries were read and none joined an access line');
+    const apart = await continuity(['import', 'caddy', `${CAPTURES}caddy-sdk-restart/caddy-access.log`, '--errors', `${CAPTURES}caddy-sdk-restart/caddy-error.log`], freshDir());
+    expect(apart.stdout).toContain('9 joined to upstream errors');
+    expect(apart.stderr).not.toContain('none joined');
+  });
+
   it('a missing file is CONT_ERR_INPUT_UNREADABLE', async () => {
     const r = await continuity(['import', 'caddy', '/nonexistent/access.log'], freshDir());
     expect(r.code).toBe(1);

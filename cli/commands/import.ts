@@ -113,6 +113,7 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
     if (started) bar?.stop();
   }
   printRejects(report);
+  printUnjoined(report);
   const stoppedBy = stop.by();
   if (stoppedBy !== undefined) {
     const at = report.files.at(-1);
@@ -194,6 +195,20 @@ async function warnUpstreamErrorsReplaced(store: Store, report: ImportReport): P
     `warning: ${Number(row.again)} of these access log(s) were imported before, and this import has no --errors: ` +
       'their lines replace the stored copies (the newest copy of a line wins), so lines joined to an upstream error before may lose ' +
       'their upstream_error; import them again with --errors <error.log> to keep it.\n',
+  );
+}
+
+/**
+ * Warns when error-log entries were read and none joined an access line: an entry
+ * joins only the access lines read after it (Caddy writes the error before the
+ * access line), so a combined log whose error lines come last (`cat access.log
+ * error.log`) joins nothing, silently (a break-it pass).
+ */
+function printUnjoined(report: ImportReport): void {
+  if (report.error_entries === 0 || report.joined_upstream_errors > 0 || report.proxy_access === 0) return;
+  process.stderr.write(
+    `warning: ${report.error_entries} upstream error entries were read and none joined an access line: an entry joins only the access lines read after it, ` +
+      'as Caddy writes them; give the error log with --errors <error.log> (read first), or keep a combined log in the order Caddy wrote it.\n',
   );
 }
 
