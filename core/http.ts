@@ -16,10 +16,17 @@ export function mediaTypeOf(contentType: string | undefined): string {
   return (contentType ?? '').split(';', 1)[0]!.trim().toLowerCase();
 }
 
+/** The `charset` parameter of a `Content-Type` value, lowercased and unquoted; undefined when absent. */
+function charsetOf(contentType: string | undefined): string | undefined {
+  const m = /;\s*charset\s*=\s*("?)([^";\s]+)\1/i.exec(contentType ?? '');
+  return m ? m[2]!.toLowerCase() : undefined;
+}
+
 /**
  * Refuses a request whose body is of a media type the route does not take.
  * A request without a body passes (the route answers for the missing body); a
- * body without a `Content-Type` is refused like any other type.
+ * body without a `Content-Type` is refused like any other type, and a JSON body
+ * declared in a charset other than UTF-8 too.
  * @param accepted lowercase media types the route parses, e.g. `['application/json']`.
  * @throws ContinuityError `CONT_ERR_UNSUPPORTED_MEDIA` (415, RFC 9110 §15.5.16)
  *   naming the accepted types in its message and in `details.accepted`, with the
@@ -29,6 +36,14 @@ export function assertMediaType(headers: IncomingHttpHeaders, accepted: readonly
   const type = mediaTypeOf(headers['content-type']);
   // RFC 9112 §6.3: a request has a body when it has Transfer-Encoding or a non-zero Content-Length.
   const hasBody = headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
+  const charset = charsetOf(headers['content-type']);
+  // JSON is UTF-8 (RFC 8259 §8.1): a body declared in another charset would be read as
+  // UTF-8 all the same, so it is refused (`charset=latin1` was taken: a break-it pass)
+  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8' && type.endsWith('json')) {
+    throw new ContinuityError('CONT_ERR_UNSUPPORTED_MEDIA', `${type} in charset ${charset}; JSON is read as UTF-8 (RFC 8259 §8.1): send it in UTF-8, with charset=utf-8 or none`, {
+      details: { contentType: headers['content-type'] ?? null, accepted: [...accepted] },
+    });
+  }
   if (accepted.includes(type) || (type === '' && !hasBody)) return;
   throw new ContinuityError('CONT_ERR_UNSUPPORTED_MEDIA', `${type || 'a body without Content-Type'}; this route accepts ${accepted.join(', ')}`, {
     details: { contentType: headers['content-type'] ?? null, accepted: [...accepted] },

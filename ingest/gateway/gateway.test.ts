@@ -489,6 +489,21 @@ describe('POST /v1/events', () => {
     expect(await stored("service = 'media-text'")).toBe(0);
   });
 
+  it('refuses JSON declared in a charset other than UTF-8 (415), and takes utf-8 in any case or quoted (RFC 8259 §8.1)', async () => {
+    // (charset=latin1 was taken, and the body read as UTF-8 all the same: a break-it pass)
+    const body = JSON.stringify([boot({ service: 'media-charset' })]);
+    for (const type of ['application/json; charset=latin1', 'application/json; charset="ISO-8859-1"', 'application/json;charset=utf-16']) {
+      const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': type }, payload: body });
+      expect(res.statusCode, type).toBe(415);
+      expect(res.json()).toMatchObject({ code: 'CONT_ERR_UNSUPPORTED_MEDIA', message: expect.stringContaining('JSON is read as UTF-8') });
+    }
+    expect(await stored("service = 'media-charset'")).toBe(0);
+    for (const type of ['application/json; charset=UTF-8', 'application/json; charset="utf-8"', 'application/json;charset=utf8']) {
+      const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { ...auth, 'content-type': type }, payload: JSON.stringify([boot({ service: 'media-charset' })]) });
+      expect(res.statusCode, type).toBe(200);
+    }
+  });
+
   it('checks the token before the media type', async () => {
     const res = await app.inject({ method: 'POST', url: '/v1/events', headers: { 'content-type': 'text/plain' }, payload: 'x' });
     expect(res.statusCode).toBe(401);
