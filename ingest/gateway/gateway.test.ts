@@ -174,6 +174,27 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     expect(await stored("service = 'partial'")).toBe(1);
   });
 
+  it('names attributes that are not a KeyValue list, and a time that is not decimal digits, instead of reading them as absent', async () => {
+    // (an object of attributes was read as none; timeUnixNano "1e18" was reported as
+    // "expected number, received undefined": a break-it pass)
+    const ts = String(Date.now() * 1_000_000);
+    const body = {
+      resourceLogs: [
+        {
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'shapes' } }] },
+          scopeLogs: [{ logRecords: [{ timeUnixNano: ts, eventName: 'boot', attributes: { 'continuity.pid': 9 } }, { timeUnixNano: '1e18', eventName: 'boot', attributes: [] }] }],
+        },
+      ],
+    };
+    const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: auth, payload: body });
+    expect(res.statusCode).toBe(200);
+    const partial = res.json().partialSuccess;
+    expect(partial.rejectedLogRecords).toBe(2);
+    expect(partial.errorMessage).toContain('record 0: attributes invalid_type: expected a list of { "key", "value" } (OTLP KeyValue), received object');
+    expect(partial.errorMessage).toContain('record 1: timeUnixNano invalid_type: expected nanoseconds since the epoch as decimal digits (OTLP fixed64), received "1e18"');
+    expect(await stored("service = 'shapes'")).toBe(0);
+  });
+
   it('reports records older than the store\'s retention as rejected (partial success), naming the cutoff', async () => {
     const record = (timeUnixNano: string) => ({ timeUnixNano, eventName: 'boot', attributes: [] });
     const body = {

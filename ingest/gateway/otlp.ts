@@ -274,8 +274,8 @@ function flatten(req: unknown): OtlpLogRecord[] {
           continue;
         }
         const attributes = attributeMap(field(rec, 'attributes', 'attributes'), 'attributes', issues);
-        const time = scalarText(field(rec, 'timeUnixNano', 'time_unix_nano'), 'timeUnixNano', issues) ?? '0';
-        const observed = scalarText(field(rec, 'observedTimeUnixNano', 'observed_time_unix_nano'), 'observedTimeUnixNano', issues) ?? '0';
+        const time = nanosText(scalarText(field(rec, 'timeUnixNano', 'time_unix_nano'), 'timeUnixNano', issues), 'timeUnixNano', issues);
+        const observed = nanosText(scalarText(field(rec, 'observedTimeUnixNano', 'observed_time_unix_nano'), 'observedTimeUnixNano', issues), 'observedTimeUnixNano', issues);
         const eventName =
           scalarText(field(rec, 'eventName', 'event_name'), 'eventName', issues) ?? scalarText(attributes['event.name'], 'attributes.event.name', issues) ?? '';
         let body: unknown;
@@ -317,7 +317,13 @@ class AnyValueIssue extends Error {
  */
 function attributeMap(list: unknown, path: string, issues: EventIssue[]): Record<string, unknown> {
   const out = Object.create(null) as Record<string, unknown>;
-  if (!Array.isArray(list)) return out;
+  if (list === undefined || list === null) return out;
+  if (!Array.isArray(list)) {
+    // (an object of attributes was read as none, silently: a break-it pass; OTLP/JSON
+    // writes them as a list of { key, value })
+    issues.push({ path, code: 'invalid_type', message: `expected a list of { "key", "value" } (OTLP KeyValue), received ${typeof list}` });
+    return out;
+  }
   for (const kv of list) {
     const key = field(kv, 'key', 'key');
     if (typeof key !== 'string') continue;
@@ -398,6 +404,18 @@ function scalarText(v: unknown, path: string, issues: EventIssue[]): string | un
   if (typeof v === 'number' || typeof v === 'bigint' || typeof v === 'boolean') return String(v);
   issues.push({ path, code: 'invalid_type', message: `expected a string or number, received ${Array.isArray(v) ? 'an array' : typeof v}` });
   return undefined;
+}
+
+/**
+ * A fixed64 time's text as OTLP/JSON writes it (decimal digits, a string or a number;
+ * '0' when absent), with an issue for any other text: "1e18" was reported as "ts:
+ * expected number, received undefined" (a break-it pass).
+ */
+function nanosText(text: string | undefined, path: string, issues: EventIssue[]): string {
+  if (text === undefined || text === '') return '0';
+  if (/^\d{1,20}$/.test(text)) return text;
+  issues.push({ path, code: 'invalid_type', message: `expected nanoseconds since the epoch as decimal digits (OTLP fixed64), received ${JSON.stringify(text.slice(0, 40))}` });
+  return '0';
 }
 
 /** ns (decimal string) → µs (number), truncating. Returns NaN for non-numeric input. */
