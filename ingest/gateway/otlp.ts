@@ -112,54 +112,37 @@ export class OtlpTooManyRecords extends Error {
 /**
  * Counts the log records of a protobuf ExportLogsServiceRequest from its wire format
  * alone (resource_logs = 1 > scope_logs = 2 > log_records = 2, the OTLP proto's field
- * numbers), allocating nothing, and stops past `limit`. Bytes that are not a valid
+ * numbers), decoding no record, and stops past `limit`. Bytes that are not a valid
  * message end the count where they go wrong: the decoder refuses them after.
  * @returns the records counted, at most `limit + 1`.
  */
 export function countProtobufLogRecords(bytes: Uint8Array, limit: number = MAX_RECORDS_PER_REQUEST): number {
   let count = 0;
-  // (each level: the fields of the message in bytes[from, to); `inner` runs on the
-  // length-delimited field it asks for)
-  const walk = (from: number, to: number, field: number, inner: ((a: number, b: number) => boolean) | null): boolean => {
-    let at = from;
-    while (at < to) {
-      let tag = 0;
-      let shift = 0;
-      let byte: number;
-      do {
-        if (at >= to || shift > 28) return false;
-        byte = bytes[at++]!;
-        tag += (byte & 0x7f) * 2 ** shift;
-        shift += 7;
-      } while (byte & 0x80);
-      const wire = tag % 8;
-      if (wire === 0) {
-        while (at < to && bytes[at]! & 0x80) at++;
-        at++;
-      } else if (wire === 1) at += 8;
-      else if (wire === 5) at += 4;
-      else if (wire === 2) {
-        let len = 0;
-        shift = 0;
-        do {
-          if (at >= to || shift > 28) return false;
-          byte = bytes[at++]!;
-          len += (byte & 0x7f) * 2 ** shift;
-          shift += 7;
-        } while (byte & 0x80);
-        if (at + len > to) return false;
-        if (Math.floor(tag / 8) === field) {
-          if (inner === null) {
-            if (++count > limit) return false;
-          } else if (!inner(at, at + len)) return false;
+  // Each level reads the fields of its message with protobufjs's Reader (a view of the
+  // same bytes, no copy), descends into the length-delimited field it asks for and
+  // skips the others; at the last level each field asked for is a record, only counted.
+  const walk = (message: Uint8Array, levels: readonly number[]): void => {
+    const reader = protobuf.Reader.create(message);
+    while (reader.pos < reader.len && count <= limit) {
+      const tag = reader.uint32();
+      if (tag >>> 3 === levels[0] && (tag & 7) === 2) {
+        const len = reader.uint32();
+        if (levels.length === 1) {
+          count++;
+          reader.skip(len);
+        } else {
+          walk(message.subarray(reader.pos, reader.pos + len), levels.slice(1));
+          reader.skip(len);
         }
-        at += len;
-      } else return false;
+      } else reader.skipType(tag & 7);
     }
-    return true;
   };
-  walk(0, bytes.length, 1, (a, b) => walk(a, b, 2, (c, d) => walk(c, d, 2, null)));
-  return count;
+  try {
+    walk(bytes, [1, 2, 2]);
+  } catch {
+    // (bytes that are not a message: counted up to where they go wrong)
+  }
+  return Math.min(count, limit + 1);
 }
 
 /** Counts an OTLP/JSON request's log records (either field naming), stopping past `limit`. */
