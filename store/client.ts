@@ -527,7 +527,7 @@ function isAlive(pid: number): boolean {
  * statement (MEMORY_LIMIT_EXCEEDED, CONT_ERR_STORE_QUERY; 1.7 s and 360 MB for that one);
  * the engine checks the result bytes only per block, after a block is made. The JSON
  * formats' column names, written on every row, are bounded by the same figure before
- * the statement runs (assertNamesFit).
+ * the statement runs (namesFit), and the formatted output by MAX_OUTPUT_BYTES.
  */
 export const MAX_RESULT_BYTES = 256 << 20;
 export const MAX_MEMORY_BYTES = 2 * 1024 ** 3;
@@ -850,9 +850,9 @@ async function countRows(client: ClickHouseClient, statement: string, upTo: numb
  * The refusal of an output whose column names alone, written on each of `maxRows` rows
  * (`format` writes them on every row: {@link NAMES_EVERY_ROW}), would pass
  * {@link MAX_RESULT_BYTES}; undefined when they fit. The engine builds the formatted
- * output whole and outside its memory bound, and the result bound counts the values
- * only: a 5,000-character alias over 60,000 rows was 300 MB of output and 2.5 GB of
- * memory (a break-it pass). A name counts as the engine writes it in JSON: quoted, `"`
+ * output whole before any of it is read, and the result bound counts the values only:
+ * a 5,000-character alias over 60,000 rows was 300 MB of output and 2.5 GB of memory
+ * (a break-it pass). A name counts as the engine writes it in JSON: quoted, `"`
  * `\\` and control characters escaped as JSON.stringify does, `/` as `\\/` and U+2028 and
  * U+2029 as `\\u2028`, `\\u2029`; with its colon and comma.
  * @returns CONT_ERR_SQL_OUTPUT_TOO_LARGE with `fitRows`, the most rows whose names fit
@@ -885,7 +885,10 @@ function jsonNameBytes(name: string): number {
  * The most bytes of formatted output one ad hoc statement returns, whatever its format.
  * The result bound ({@link MAX_RESULT_BYTES}) counts the values as the engine holds
  * them, which is not the output's size: a constant column is one value for any number
- * of rows, and JSON writes a named tuple's element names in every value.
+ * of rows, and JSON writes a named tuple's element names in every value. The engine
+ * builds the output whole first, within its memory bound ({@link MAX_MEMORY_BYTES}:
+ * 3 GB of csv stopped there, at 2.5 GB of memory); this bound keeps what is over
+ * 512 MiB from being copied and sent on.
  */
 export const MAX_OUTPUT_BYTES = 512 << 20;
 
