@@ -571,6 +571,15 @@ describe('POST /v1/events', () => {
     expect(over.statusCode).toBe(413);
     expect(over.json()).toMatchObject({ code: 'CONT_ERR_BODY_TOO_LARGE', details: { limitRecords: MAX_RECORDS_PER_REQUEST, records: MAX_RECORDS_PER_REQUEST + 1 } });
     expect((await app.inject({ method: 'POST', url: '/v1/logs', headers: gz, payload: gzipSync(protobufOf(MAX_RECORDS_PER_REQUEST + 1)) })).statusCode).toBe(413);
+    // records (and resource_logs) tagged with wire type 0: the decoder reads them by field number alone, as
+    // empty messages, so they count (a second break-it pass got 5,000,000 of them past the count)
+    const tagged = (tag: number, body: Buffer): Buffer => Buffer.concat([Buffer.from([tag, ...varint(body.length)]), body]);
+    const wt0Records = (n: number) => lengthDelimited(2, Buffer.from('1000'.repeat(n), 'hex')); // a scope of n records tagged 0x10
+    for (const body of [lengthDelimited(1, wt0Records(MAX_RECORDS_PER_REQUEST + 1)), tagged(0x08, wt0Records(MAX_RECORDS_PER_REQUEST + 1))]) {
+      const sneaked = await app.inject({ method: 'POST', url: '/v1/logs', headers: gz, payload: gzipSync(body) });
+      expect(sneaked.statusCode).toBe(413);
+    }
+    expect(countProtobufLogRecords(tagged(0x08, wt0Records(2)))).toBe(2);
     const at = await app.inject({ method: 'POST', url: '/v1/logs', headers: gz, payload: gzipSync(protobufOf(MAX_RECORDS_PER_REQUEST)) });
     expect(at.statusCode).toBe(200); // every record refused as partial success: empty records are no events
     const json = (n: number) => JSON.stringify({ resourceLogs: [{ scopeLogs: [{ logRecords: Array.from({ length: n }, () => ({})) }] }] });

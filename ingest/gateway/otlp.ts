@@ -119,13 +119,16 @@ export class OtlpTooManyRecords extends Error {
 export function countProtobufLogRecords(bytes: Uint8Array, limit: number = MAX_RECORDS_PER_REQUEST): number {
   let count = 0;
   // Each level reads the fields of its message with protobufjs's Reader (a view of the
-  // same bytes, no copy), descends into the length-delimited field it asks for and
-  // skips the others; at the last level each field asked for is a record, only counted.
+  // same bytes, no copy), descends into the field it asks for and skips the others; at
+  // the last level each field asked for is a record, only counted. A field is matched
+  // by its number alone and read as length-delimited whatever its wire type, as the
+  // decoders protobufjs generates read a message or bytes field (`switch (tag >>> 3)`):
+  // records tagged with wire type 0 were not counted, and decoded (a break-it pass).
   const walk = (message: Uint8Array, levels: readonly number[]): void => {
     const reader = protobuf.Reader.create(message);
     while (reader.pos < reader.len && count <= limit) {
       const tag = reader.uint32();
-      if (tag >>> 3 === levels[0] && (tag & 7) === 2) {
+      if (tag >>> 3 === levels[0]) {
         const len = reader.uint32();
         if (levels.length === 1) {
           count++;
