@@ -731,8 +731,10 @@ function wrap(
     // the embedded engine's) and writes NaN and ±inf as "nan", "inf", "-inf" (by default
     // both were null, the same as NULL: found by a break-it pass), and quotes decimals,
     // which can hold more digits than a JSON reader's double keeps (Decimal128, 256).
+    // (lowered below where the JSON formats' names would not fit maxRows rows)
+    let limitRows = maxRows;
     const wrappedFor = (seconds: number): string =>
-      `SELECT * FROM (\n${statement}\n) LIMIT ${maxRows}\n` +
+      `SELECT * FROM (\n${statement}\n) LIMIT ${limitRows}\n` +
       `SETTINGS readonly = 1, max_execution_time = ${seconds}, max_result_bytes = ${MAX_RESULT_BYTES}, max_memory_usage = ${MAX_MEMORY_BYTES}, output_format_arrow_compression_method = 'none', ` +
       `output_format_json_quote_64bit_integers = 1, output_format_json_quote_denormals = 1, output_format_json_quote_decimals = 1\n` +
       `FORMAT ${options.format}`;
@@ -758,6 +760,7 @@ function wrap(
     await inspectWrapped(adhocClient, wrappedFor(maxSeconds)).catch((err: unknown) => {
       throw refuse(err);
     });
+    let namesBound: (ContinuityError & { fitRows: number }) | undefined;
     if (NAMES_EVERY_ROW.test(options.format)) {
       // (within what is left of its time, as the run below)
       const probeS = Math.ceil(maxSeconds - (performance.now() - started) / 1000);
@@ -765,19 +768,12 @@ function wrap(
       const names = await resultNames(adhocClient, statement, probeS).catch((err: unknown) => {
         throw refuse(err);
       });
-      // Where the names of maxRows rows would not fit, the rows are counted first (up to
-      // one more than fit, reading no column): only a result that has more is refused, and
-      // before its output is made (a count of one row with a long generated name was
-      // refused for the rows it could not have: a break-it pass).
-      const tooMany = namesFit(names, maxRows, options.format);
-      if (tooMany) {
-        const countS = Math.ceil(maxSeconds - (performance.now() - started) / 1000);
-        if (countS < 1) throw queueTimeout((performance.now() - started) / 1000, maxSeconds);
-        const rows = await countRows(adhocClient, statement, tooMany.fitRows + 1, countS).catch((err: unknown) => {
-          throw refuse(err);
-        });
-        if (rows > tooMany.fitRows) throw tooMany;
-      }
+      // Where the names of maxRows rows would not fit, the statement runs with one row more
+      // than fit, and only a result that reaches it is refused (a count of one row with a
+      // long generated name was refused for the rows it could not have; counting the rows
+      // in a statement of their own ran the statement twice: two break-it passes).
+      namesBound = namesFit(names, maxRows, options.format);
+      if (namesBound) limitRows = namesBound.fitRows + 1;
     }
     // The time a statement waited behind others (they run one at a time) counts against
     // its own: a break-it pass found a 1 s statement answered after 14 s behind a
@@ -802,6 +798,9 @@ function wrap(
         chunks.push(chunk as Buffer);
       }
       const rows = resultRows(rs);
+      // (the names' bound: one row past what fits means the result has more; no row count
+      // from the engine leaves the output bound above to hold it)
+      if (namesBound && rows !== null && rows > namesBound.fitRows) throw namesBound;
       options.onResult?.({ rows, limited: rows !== null && rows >= maxRows });
       return Buffer.concat(chunks);
     } catch (err) {
@@ -830,20 +829,6 @@ async function resultNames(client: ClickHouseClient, statement: string, maxSecon
   });
   const [names] = (await rs.json()) as unknown as [string[]?];
   return names ?? [];
-}
-
-/**
- * How many rows the ad hoc `statement` has, counted up to `upTo` (none of its columns
- * read), under the same read-only settings as its run.
- * @throws the engine's error for the statement, as the run itself would.
- */
-async function countRows(client: ClickHouseClient, statement: string, upTo: number, maxSeconds: number): Promise<number> {
-  const rs = await client.query({
-    query: `SELECT count() AS n FROM (SELECT 1 FROM (\n${statement}\n) LIMIT ${upTo})\nSETTINGS readonly = 1, max_execution_time = ${maxSeconds}, max_memory_usage = ${MAX_MEMORY_BYTES}`,
-    format: 'JSONEachRow',
-  });
-  const [row] = (await rs.json()) as Array<{ n: number | string }>;
-  return Number(row?.n ?? 0);
 }
 
 /**
