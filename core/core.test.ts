@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from './config.ts';
 import { ContinuityError, ERROR_CODES } from './errors.ts';
-import { createKeyedHasher, keyMismatchWarning, loadOrCreateKeyFile } from './hash.ts';
+import { createKeyedHasher, deploymentKeyWarning, loadOrCreateKeyFile } from './hash.ts';
 
 describe('loadConfig', () => {
   it('defaults to the embedded store in ./.continuity', () => {
@@ -99,15 +99,23 @@ describe('loadOrCreateKeyFile', () => {
     expect(readdirSync(join(dir, 'a'))).toEqual(['hash.key']);
   });
 
-  it('warns when CONTINUITY_HASH_KEY is not the key the store kept, and only then (a break-it pass: used silently)', () => {
-    const dataDir = join(dir, 'w');
-    const kept = loadOrCreateKeyFile(join(dataDir, 'hash.key')).toString('hex');
-    expect(keyMismatchWarning({ dataDir, hashKeyHex: 'ab'.repeat(16) })).toBe(
-      `warning: CONTINUITY_HASH_KEY is not the key in ${dataDir}/hash.key, which this store hashed with before: ids hashed with the two never match (a session shows as two); unset CONTINUITY_HASH_KEY, or set it to that file's contents`,
-    );
-    expect(keyMismatchWarning({ dataDir, hashKeyHex: kept.toUpperCase() })).toBeUndefined();
-    expect(keyMismatchWarning({ dataDir })).toBeUndefined();
-    expect(keyMismatchWarning({ dataDir: join(dir, 'none'), hashKeyHex: 'ab'.repeat(16) })).toBeUndefined();
+  it('records the key a store was first hashed with, and warns when another is used (a break-it pass: used silently)', () => {
+    const K1 = '11'.repeat(32);
+    const K2 = '22'.repeat(32);
+    // an import with CONTINUITY_HASH_KEY writes no hash.key: its fingerprint is what is kept
+    const a = join(dir, 'env-first');
+    expect(deploymentKeyWarning({ dataDir: a, hashKeyHex: K1 })).toBeUndefined();
+    expect(readdirSync(a)).toEqual(['hash.key.id']);
+    expect(deploymentKeyWarning({ dataDir: a, hashKeyHex: K1.toUpperCase() })).toBeUndefined();
+    expect(deploymentKeyWarning({ dataDir: a, hashKeyHex: K2 })).toMatch(/^warning: this store was hashed with another key \(fingerprint [0-9a-f]{16}, .*hash\.key\.id\) than the one in use now \(CONTINUITY_HASH_KEY, [0-9a-f]{16}\)/);
+    // the same store later without the variable: the new random hash.key is another key too
+    expect(deploymentKeyWarning({ dataDir: a })).toContain(`than the one in use now (${a}/hash.key, `);
+    // a store whose hash.key came first (no fingerprint kept yet): the file stands for it
+    const b = join(dir, 'file-first');
+    const kept = loadOrCreateKeyFile(join(b, 'hash.key')).toString('hex');
+    expect(deploymentKeyWarning({ dataDir: b, hashKeyHex: K2 })).toContain('warning: this store was hashed with another key');
+    expect(deploymentKeyWarning({ dataDir: b, hashKeyHex: kept })).toBeUndefined();
+    expect(deploymentKeyWarning({ dataDir: b })).toBeUndefined();
   });
 
   it('refuses a key file it cannot read (a directory) with CONT_ERR_CONFIG naming it', () => {

@@ -1,5 +1,5 @@
-import { createHmac, randomBytes } from 'node:crypto';
-import { linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { createHash, createHmac, randomBytes } from 'node:crypto';
+import { existsSync, linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ContinuityError } from './errors.ts';
 import { ensureDir, errnoText } from './fs.ts';
@@ -104,23 +104,46 @@ export function hasherForConfig(config: { hashKeyHex?: string | undefined; dataD
 }
 
 /**
- * A warning when `CONTINUITY_HASH_KEY` is set and differs from the key kept in
- * `<data-dir>/hash.key` (the key the store's earlier imports, or a `serve`, hashed
- * with): ids hashed with one never match the other's, so a session cut between two
- * imports counts twice (a break-it pass found it used without a word). Undefined when
- * the variable is unset, the file is absent or unreadable, or the keys are equal.
+ * Checks the key a writer (an import, `serve`) is about to hash with against the key
+ * the data directory's store was hashed with before, and records it on first use, as
+ * a fingerprint in `<data-dir>/hash.key.id` (the first 16 hex characters of the key's
+ * SHA-256; the key itself stays where it is). Ids hashed with two keys never match:
+ * a session cut between two imports counts twice, so a change of key is said, not
+ * refused (a deployment may rotate its key on purpose). Without a recorded fingerprint
+ * (a store from before it was kept), `<data-dir>/hash.key` stands for it when present.
+ * A break-it pass found CONTINUITY_HASH_KEY changed between imports without a word.
+ * @returns the warning, or undefined when the key is the one recorded (or the first).
+ * @throws ContinuityError CONT_ERR_CONFIG as {@link loadOrCreateKeyFile} does.
  */
-export function keyMismatchWarning(config: { hashKeyHex?: string | undefined; dataDir: string }): string | undefined {
-  if (!config.hashKeyHex) return undefined;
-  const path = `${config.dataDir}/hash.key`;
-  let kept: string;
+export function deploymentKeyWarning(config: { hashKeyHex?: string | undefined; dataDir: string }): string | undefined {
+  const idPath = `${config.dataDir}/hash.key.id`;
+  const keyPath = `${config.dataDir}/hash.key`;
+  const fingerprint = (key: Buffer): string => createHash('sha256').update(key).digest('hex').slice(0, 16);
+  const current = fingerprint(config.hashKeyHex ? Buffer.from(config.hashKeyHex, 'hex') : loadOrCreateKeyFile(keyPath));
+  let recorded: string | undefined;
   try {
-    kept = readFileSync(path, 'utf8').trim().toLowerCase();
+    recorded = readFileSync(idPath, 'utf8').trim() || undefined;
   } catch {
-    return undefined;
+    try {
+      recorded = fingerprint(Buffer.from(readFileSync(keyPath, 'utf8').trim(), 'hex'));
+    } catch {
+      recorded = undefined;
+    }
   }
-  if (kept === '' || kept === config.hashKeyHex.toLowerCase()) return undefined;
-  return `warning: CONTINUITY_HASH_KEY is not the key in ${path}, which this store hashed with before: ids hashed with the two never match (a session shows as two); unset CONTINUITY_HASH_KEY, or set it to that file's contents`;
+  if (recorded === undefined || !existsSync(idPath)) {
+    if (recorded === undefined || recorded === current) {
+      ensureDir(config.dataDir);
+      writeFileSync(idPath, current + '\n', { mode: 0o600 });
+      return undefined;
+    }
+  }
+  if (recorded === current) return undefined;
+  const now = config.hashKeyHex ? 'CONTINUITY_HASH_KEY' : keyPath;
+  return (
+    `warning: this store was hashed with another key (fingerprint ${recorded}, ${idPath}) than the one in use now (${now}, ${current}): ` +
+    `ids hashed with the two never match (a session shows as two); use the store's key (${keyPath}, or the CONTINUITY_HASH_KEY it was imported with), ` +
+    `or a new --data-dir for the new key`
+  );
 }
 
 /**

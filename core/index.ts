@@ -27,7 +27,7 @@ export {
   unsupportedContentCodingError,
 } from './http.ts';
 export type { FrameworkError } from './http.ts';
-export { createKeyedHasher, ensureDeploymentKey, hasherForConfig, keyMismatchWarning, loadOrCreateKeyFile } from './hash.ts';
+export { createKeyedHasher, ensureDeploymentKey, hasherForConfig, deploymentKeyWarning, loadOrCreateKeyFile } from './hash.ts';
 export type { KeyedHasher } from './hash.ts';
 export { retry } from './retry.ts';
 export type { RetryOptions } from './retry.ts';

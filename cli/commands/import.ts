@@ -3,7 +3,7 @@ import cliProgress from 'cli-progress';
 import type { Command } from 'commander';
 import type { ImportProgress, ImportReport } from '../../collectors/index.ts';
 import { ContinuityError } from '../../core/errors.ts';
-import { hasherForConfig, keyMismatchWarning } from '../../core/hash.ts';
+import { hasherForConfig, deploymentKeyWarning } from '../../core/hash.ts';
 import type { Config } from '../../core/config.ts';
 import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
 import { readRetention, type Retention, type Store } from '../../store/index.ts';
@@ -97,7 +97,7 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
     bar.update(Math.floor(p.bytesRead / 2 ** 20), { file: p.path });
   };
   let report: ImportReport;
-  const mismatch = keyMismatchWarning(config);
+  const mismatch = deploymentKeyWarning(config);
   if (mismatch) process.stderr.write(mismatch + '\n');
   try {
     report = await importCaddyLogs(store, {

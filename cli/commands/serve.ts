@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import type { ServerEndpoints } from '../../api/index.ts';
-import { ensureDeploymentKey, isLoopbackHost, keyMismatchWarning } from '../../core/index.ts';
+import { ensureDeploymentKey, isLoopbackHost, deploymentKeyWarning } from '../../core/index.ts';
 import { startCompaction } from '../../store/index.ts';
 import { configFrom, listenError, openCommandStore, portFlag } from '../context.ts';
 import { STILL_RUNNING, untilSignal } from '../signals.ts';
@@ -59,7 +59,7 @@ export function registerServe(program: Command): void {
       let key: string;
       try {
         key = ensureDeploymentKey(config);
-        const mismatch = keyMismatchWarning(config);
+        const mismatch = deploymentKeyWarning(config);
         if (mismatch) process.stderr.write(mismatch + '\n');
       } catch (err) {
         await store.close();
