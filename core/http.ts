@@ -5,6 +5,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { STATUS_CODES, type IncomingHttpHeaders, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import { parse as parseContentType } from 'content-type';
 import { ContinuityError } from './errors.ts';
 
 /**
@@ -16,11 +17,22 @@ export function mediaTypeOf(contentType: string | undefined): string {
   return (contentType ?? '').split(';', 1)[0]!.trim().toLowerCase();
 }
 
-/** The `charset` parameter of a `Content-Type` value, lowercased and unquoted; undefined when absent. */
+/**
+ * The `charset` parameter of a `Content-Type` value, lowercased, as the `content-type`
+ * package parses it (RFC 9110 §8.3: quoted strings, case-insensitive names); undefined
+ * when absent or when the parameters do not parse (`application/json;`).
+ */
 function charsetOf(contentType: string | undefined): string | undefined {
-  const m = /;\s*charset\s*=\s*("?)([^";\s]+)\1/i.exec(contentType ?? '');
-  return m ? m[2]!.toLowerCase() : undefined;
+  if (contentType === undefined) return undefined;
+  try {
+    return parseContentType(contentType).parameters.charset?.toLowerCase();
+  } catch {
+    return undefined;
+  }
 }
+
+/** Charsets a JSON body is read in: UTF-8, and US-ASCII, a subset of it. */
+const UTF8_CHARSETS: ReadonlySet<string> = new Set(['utf-8', 'utf8', 'us-ascii']);
 
 /**
  * Refuses a request whose body is of a media type the route does not take.
@@ -39,7 +51,7 @@ export function assertMediaType(headers: IncomingHttpHeaders, accepted: readonly
   const charset = charsetOf(headers['content-type']);
   // JSON is UTF-8 (RFC 8259 §8.1): a body declared in another charset would be read as
   // UTF-8 all the same, so it is refused (`charset=latin1` was taken: a break-it pass)
-  if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8' && type.endsWith('json')) {
+  if (charset !== undefined && !UTF8_CHARSETS.has(charset) && type.endsWith('json')) {
     throw new ContinuityError('CONT_ERR_UNSUPPORTED_MEDIA', `${type} in charset ${charset}; JSON is read as UTF-8 (RFC 8259 §8.1): send it in UTF-8, with charset=utf-8 or none`, {
       details: { contentType: headers['content-type'] ?? null, accepted: [...accepted] },
     });
