@@ -1,5 +1,5 @@
 import { createHash, createHmac, randomBytes } from 'node:crypto';
-import { existsSync, linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { linkSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { ContinuityError } from './errors.ts';
 import { ensureDir, errnoText } from './fs.ts';
@@ -119,25 +119,24 @@ export function deploymentKeyWarning(config: { hashKeyHex?: string | undefined; 
   const idPath = `${config.dataDir}/hash.key.id`;
   const keyPath = `${config.dataDir}/hash.key`;
   const fingerprint = (key: Buffer): string => createHash('sha256').update(key).digest('hex').slice(0, 16);
-  const current = fingerprint(config.hashKeyHex ? Buffer.from(config.hashKeyHex, 'hex') : loadOrCreateKeyFile(keyPath));
-  let recorded: string | undefined;
-  try {
-    recorded = readFileSync(idPath, 'utf8').trim() || undefined;
-  } catch {
+  const readText = (path: string): string | undefined => {
     try {
-      recorded = fingerprint(Buffer.from(readFileSync(keyPath, 'utf8').trim(), 'hex'));
+      return readFileSync(path, 'utf8').trim() || undefined;
     } catch {
-      recorded = undefined;
-    }
-  }
-  if (recorded === undefined || !existsSync(idPath)) {
-    if (recorded === undefined || recorded === current) {
-      ensureDir(config.dataDir);
-      writeFileSync(idPath, current + '\n', { mode: 0o600 });
       return undefined;
     }
+  };
+  const current = fingerprint(config.hashKeyHex ? Buffer.from(config.hashKeyHex, 'hex') : loadOrCreateKeyFile(keyPath));
+  const kept = readText(idPath);
+  // (no fingerprint kept yet: without the variable the key file is the key in use; with
+  // it, the key file, when there is one, is what the store was hashed with)
+  const fileKey = config.hashKeyHex ? readText(keyPath) : undefined;
+  const recorded = kept ?? (fileKey === undefined ? undefined : fingerprint(Buffer.from(fileKey, 'hex')));
+  if (kept === undefined && (recorded === undefined || recorded === current)) {
+    ensureDir(config.dataDir);
+    writeFileSync(idPath, current + '\n', { mode: 0o600 });
   }
-  if (recorded === current) return undefined;
+  if (recorded === undefined || recorded === current) return undefined;
   const now = config.hashKeyHex ? 'CONTINUITY_HASH_KEY' : keyPath;
   return (
     `warning: this store was hashed with another key (fingerprint ${recorded}, ${idPath}) than the one in use now (${now}, ${current}): ` +

@@ -14,20 +14,21 @@ import { ContinuityError } from './errors.ts';
  * RFC 9110 §8.3.1: type and subtype are case-insensitive. `''` when absent.
  */
 export function mediaTypeOf(contentType: string | undefined): string {
-  return (contentType ?? '').split(';', 1)[0]!.trim().toLowerCase();
+  return contentTypeOf(contentType).type;
 }
 
 /**
- * The `charset` parameter of a `Content-Type` value, lowercased, as the `content-type`
- * package parses it (RFC 9110 §8.3: quoted strings, case-insensitive names); undefined
- * when absent or when the parameters do not parse (`application/json;`).
+ * A `Content-Type` value's media type (as {@link mediaTypeOf}) and `charset` parameter
+ * (lowercased; undefined when absent), as the `content-type` package parses them (RFC
+ * 9110 §8.3: quoted strings, case-insensitive names). Parameters that do not parse
+ * (`application/json;`) leave the type read up to the first `;` and no charset.
  */
-function charsetOf(contentType: string | undefined): string | undefined {
-  if (contentType === undefined) return undefined;
+function contentTypeOf(contentType: string | undefined): { type: string; charset: string | undefined } {
   try {
-    return parseContentType(contentType).parameters.charset?.toLowerCase();
+    const parsed = parseContentType(contentType ?? '');
+    return { type: parsed.type, charset: parsed.parameters.charset?.toLowerCase() };
   } catch {
-    return undefined;
+    return { type: (contentType ?? '').split(';', 1)[0]!.trim().toLowerCase(), charset: undefined };
   }
 }
 
@@ -45,10 +46,9 @@ const UTF8_CHARSETS: ReadonlySet<string> = new Set(['utf-8', 'utf8', 'us-ascii']
  *   type sent in `details.contentType`.
  */
 export function assertMediaType(headers: IncomingHttpHeaders, accepted: readonly string[]): void {
-  const type = mediaTypeOf(headers['content-type']);
+  const { type, charset } = contentTypeOf(headers['content-type']);
   // RFC 9112 §6.3: a request has a body when it has Transfer-Encoding or a non-zero Content-Length.
   const hasBody = headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
-  const charset = charsetOf(headers['content-type']);
   // JSON is UTF-8 (RFC 8259 §8.1): a body declared in another charset would be read as
   // UTF-8 all the same, so it is refused (`charset=latin1` was taken: a break-it pass)
   if (charset !== undefined && !UTF8_CHARSETS.has(charset) && type.endsWith('json')) {

@@ -760,12 +760,19 @@ function wrap(
     await inspectWrapped(adhocClient, wrappedFor(maxSeconds)).catch((err: unknown) => {
       throw refuse(err);
     });
+    // The time a statement waited behind others (they run one at a time) counts against
+    // its own: a break-it pass found a 1 s statement answered after 14 s behind a
+    // 15 s one. What is left bounds each step (whole seconds for max_execution_time,
+    // rounded up); none left, the step does not start.
+    const secondsLeft = (): number => {
+      const waitedS = (performance.now() - started) / 1000;
+      const leftS = Math.ceil(maxSeconds - waitedS);
+      if (leftS < 1) throw queueTimeout(waitedS, maxSeconds);
+      return leftS;
+    };
     let namesBound: (ContinuityError & { fitRows: number }) | undefined;
     if (NAMES_EVERY_ROW.test(options.format)) {
-      // (within what is left of its time, as the run below)
-      const probeS = Math.ceil(maxSeconds - (performance.now() - started) / 1000);
-      if (probeS < 1) throw queueTimeout((performance.now() - started) / 1000, maxSeconds);
-      const names = await resultNames(adhocClient, statement, probeS).catch((err: unknown) => {
+      const names = await resultNames(adhocClient, statement, secondsLeft()).catch((err: unknown) => {
         throw refuse(err);
       });
       // Where the names of maxRows rows would not fit, the statement runs with one row more
@@ -775,13 +782,7 @@ function wrap(
       namesBound = namesFit(names, maxRows, options.format);
       if (namesBound) limitRows = namesBound.fitRows + 1;
     }
-    // The time a statement waited behind others (they run one at a time) counts against
-    // its own: a break-it pass found a 1 s statement answered after 14 s behind a
-    // 15 s one. What is left bounds its execution; none left, it does not start.
-    const waitedS = (performance.now() - started) / 1000;
-    // (whole seconds for max_execution_time, rounded up)
-    const leftS = Math.ceil(maxSeconds - waitedS);
-    if (leftS < 1) throw queueTimeout(waitedS, maxSeconds);
+    const leftS = secondsLeft();
     try {
       const rs = await adhocClient.exec({ query: wrappedFor(leftS) });
       const chunks: Buffer[] = [];

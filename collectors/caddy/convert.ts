@@ -406,6 +406,18 @@ export class CaddyConverter {
     return sc.end[F_LOGGER]! - sc.start[F_LOGGER]! === name.length && this.loggerStarts(name);
   }
 
+  /**
+   * Whether a line's time (`tsSec`, s) is one the contract holds and not in the future
+   * ({@link MAX_FUTURE_S} past the clock); else the line is rejected, `wrong_type` or
+   * `ts_in_future`.
+   */
+  private timeTaken(lineNo: number, tsSec: number, bytes: number): boolean {
+    if (!(tsSec >= MIN_TS_S && tsSec < MAX_TS_S)) this.reject(lineNo, 'wrong_type', 'ts: out of range', bytes);
+    else if (tsSec > this.latestTsS) this.reject(lineNo, 'ts_in_future', `ts: ${new Date(tsSec * 1000).toISOString()} is more than ${MAX_FUTURE_S} s past this machine's clock`, bytes);
+    else return true;
+    return false;
+  }
+
   private reject(lineNo: number, reason: RejectReason, detail: string, bytes: number): void {
     const t = this.totals;
     t.rejected++;
@@ -501,14 +513,7 @@ export class CaddyConverter {
       return;
     }
     const tsSec = sc.num(F_TS);
-    if (!(tsSec >= MIN_TS_S && tsSec < MAX_TS_S)) {
-      this.reject(lineNo, 'wrong_type', 'ts: out of range', bytes);
-      return;
-    }
-    if (tsSec > this.latestTsS) {
-      this.reject(lineNo, 'ts_in_future', `ts: ${new Date(tsSec * 1000).toISOString()} is more than ${MAX_FUTURE_S} s past this machine's clock`, bytes);
-      return;
-    }
+    if (!this.timeTaken(lineNo, tsSec, bytes)) return;
     const ts = Math.round(tsSec * 1e6);
     const addr = this.clientAddress();
     if (typeof addr === 'string') {
@@ -579,14 +584,7 @@ export class CaddyConverter {
     }
     // Values.
     const tsSec = sc.num(F_TS);
-    if (!(tsSec >= MIN_TS_S && tsSec < MAX_TS_S)) {
-      this.reject(lineNo, 'wrong_type', 'ts: out of range', bytes);
-      return;
-    }
-    if (tsSec > this.latestTsS) {
-      this.reject(lineNo, 'ts_in_future', `ts: ${new Date(tsSec * 1000).toISOString()} is more than ${MAX_FUTURE_S} s past this machine's clock`, bytes);
-      return;
-    }
+    if (!this.timeTaken(lineNo, tsSec, bytes)) return;
     const status = sc.num(F_STATUS);
     if (!(Number.isInteger(status) && status >= 0 && status <= 999)) {
       this.reject(lineNo, 'wrong_type', 'status: not an HTTP status', bytes);

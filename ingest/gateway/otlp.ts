@@ -130,13 +130,9 @@ export function countProtobufLogRecords(bytes: Uint8Array, limit: number = MAX_R
       const tag = reader.uint32();
       if (tag >>> 3 === levels[0]) {
         const len = reader.uint32();
-        if (levels.length === 1) {
-          count++;
-          reader.skip(len);
-        } else {
-          walk(message.subarray(reader.pos, reader.pos + len), levels.slice(1));
-          reader.skip(len);
-        }
+        if (levels.length === 1) count++;
+        else walk(message.subarray(reader.pos, reader.pos + len), levels.slice(1));
+        reader.skip(len);
       } else reader.skipType(tag & 7);
     }
   };
@@ -148,12 +144,10 @@ export function countProtobufLogRecords(bytes: Uint8Array, limit: number = MAX_R
   return Math.min(count, limit + 1);
 }
 
-/** Counts an OTLP/JSON request's log records (either field naming), stopping past `limit`. */
-function countJsonLogRecords(body: unknown, limit: number): number {
+/** Counts the log records of an OTLP/JSON request's `resourceLogs` (either field naming), stopping past `limit`. */
+function countJsonLogRecords(resourceLogs: readonly unknown[], limit: number): number {
   let count = 0;
-  const rl = field(body, 'resourceLogs', 'resource_logs');
-  if (!Array.isArray(rl)) return 0;
-  for (const r of rl) {
+  for (const r of resourceLogs) {
     const sls = field(r, 'scopeLogs', 'scope_logs');
     if (!Array.isArray(sls)) continue;
     for (const sl of sls) {
@@ -227,7 +221,7 @@ export function decodeOtlpJson(body: unknown): OtlpLogRecord[] {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new OtlpShapeError('body is not a JSON object');
   const rl = field(body, 'resourceLogs', 'resource_logs') ?? [];
   if (!Array.isArray(rl)) throw new OtlpShapeError('resourceLogs must be an array');
-  const n = countJsonLogRecords(body, MAX_RECORDS_PER_REQUEST);
+  const n = countJsonLogRecords(rl, MAX_RECORDS_PER_REQUEST);
   if (n > MAX_RECORDS_PER_REQUEST) throw new OtlpTooManyRecords(n);
   return flatten({ resourceLogs: rl });
 }
@@ -399,13 +393,16 @@ function scalarText(v: unknown, path: string, issues: EventIssue[]): string | un
  */
 function nanosText(text: string | undefined, path: string, issues: EventIssue[]): string {
   if (text === undefined || text === '') return '0';
-  if (/^\d{1,20}$/.test(text)) return text;
+  if (NANOS.test(text)) return text;
   issues.push({ path, code: 'invalid_type', message: `expected nanoseconds since the epoch as decimal digits (OTLP fixed64), received ${JSON.stringify(text.slice(0, 40))}` });
   return '0';
 }
 
+/** A fixed64 count of nanoseconds as decimal text (at most 20 digits: 2^64 has 20). */
+const NANOS = /^\d{1,20}$/;
+
 /** ns (decimal string) → µs (number), truncating. Returns NaN for non-numeric input. */
 export function nanosToMicros(nanos: string): number {
-  if (!/^\d{1,20}$/.test(nanos)) return Number.NaN;
+  if (!NANOS.test(nanos)) return Number.NaN;
   return Number(BigInt(nanos) / 1000n);
 }
