@@ -39,7 +39,7 @@ export function registerSql(program: Command): void {
         throw new ContinuityError('CONT_ERR_CONFIG', '--format arrow writes binary Arrow IPC, and standard output is a terminal: redirect it to a file or a pipe (> result.arrows)');
       }
       const maxRows = positiveFlag('--max-rows', opts.maxRows, true);
-      // (as POST /api/sql: the engine builds the whole output, outside its memory bound)
+      // (as POST /api/sql: store/client.ts MAX_SQL_ROWS says why there is a bound)
       if (maxRows > MAX_SQL_ROWS) throw new ContinuityError('CONT_ERR_CONFIG', `--max-rows takes at most ${MAX_SQL_ROWS} rows (got ${JSON.stringify(opts.maxRows)}); for more, page with WHERE or LIMIT … OFFSET`);
       // whole seconds, 1 to 600, as POST /api/sql takes them (0.5 ran as 1 s, 700 was taken)
       const maxExecutionS = positiveFlag('--timeout', opts.timeout, true);
