@@ -183,6 +183,7 @@ export async function openStore(config: Config): Promise<Store> {
   } catch (err) {
     throw storeOpenError(dbPath, err);
   }
+  keepAbortFatal();
   const renewing = renewingConnection(dbPath, connection, createChdbConnection);
   return wrap(
     createClient({ connection: renewing.connection }),
@@ -193,6 +194,32 @@ export async function openStore(config: Config): Promise<Store> {
     createClient({ connection: renewing.maintenanceConnection }),
     renewing.statements,
   );
+}
+
+/**
+ * Makes SIGABRT end the process again once the embedded engine has started.
+ *
+ * The engine installs its own handler for the fatal signals when its first connection
+ * opens (chdb 3.4.0, ClickHouse's crash reporting). For SIGABRT that handler never
+ * returns in this process: `abort()` hung for good, and so did every fatal error of
+ * Node itself, which aborts (a V8 heap out-of-memory: a break-it pass left `serve` at
+ * 4.8 GB holding the store's lock and ignoring SIGTERM). A Node listener puts libuv's
+ * handler in the engine's place; it returns, and POSIX `abort()` then restores the
+ * default action and raises SIGABRT again, so the process ends with status 134 as
+ * any Node process does. A SIGABRT sent from outside reaches the listener, which
+ * removes itself and raises the signal again with the default action.
+ * Idempotent; the engine starts once per process (later connections install nothing).
+ */
+function keepAbortFatal(): void {
+  if (process.listeners('SIGABRT').includes(abortWithDefaultAction)) return;
+  process.on('SIGABRT', abortWithDefaultAction);
+}
+
+/** The SIGABRT listener of {@link keepAbortFatal}: the default action, taken again. */
+function abortWithDefaultAction(): void {
+  // (with no listener left, Node gives the signal its default action back)
+  process.removeListener('SIGABRT', abortWithDefaultAction);
+  process.kill(process.pid, 'SIGABRT');
 }
 
 /**
