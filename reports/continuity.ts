@@ -294,7 +294,7 @@ function findings(r: ContinuityReport): string[] {
     out.push(`${r.settlements.unsettled_at_shutdown} request(s) never settled: the process died under them (in flight at shutdown).`);
   }
   if (r.refused_misses.total > 0) {
-    out.push(`${r.refused_misses.total} refused miss(es) on ${r.refused_misses.sessions} session(s); next action: ${JSON.stringify(r.refused_misses.by_next)}.`);
+    out.push(`${r.refused_misses.total} refused miss(es) on ${r.refused_misses.sessions} session(s); next action: ${formatCounts(r.refused_misses.by_next)}.`);
   }
   for (const row of r.sessions.by_ua_family) {
     if (num(row.minted_unused) >= 2) {
@@ -357,4 +357,13 @@ function findings(r: ContinuityReport): string[] {
       );
   }
   return [...first, ...out];
+}
+
+/**
+ * Counts by name as `name n, name n`, in the order given ('none' when there are none):
+ * the report's tallies for a person (the text report and the findings), not JSON.
+ */
+export function formatCounts(by: Readonly<Record<string, number>>): string {
+  const entries = Object.entries(by);
+  return entries.length === 0 ? 'none' : entries.map(([k, n]) => `${k} ${n}`).join(', ');
 }

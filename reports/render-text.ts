@@ -1,5 +1,5 @@
 import { visibleText } from '../core/text.ts';
-import type { ContinuityReport } from './continuity.ts';
+import { formatCounts, type ContinuityReport } from './continuity.ts';
 
 /** Renders the continuity report for a terminal: a summary, the numbers, the findings. */
 export function renderContinuityText(r: ContinuityReport): string {
@@ -13,8 +13,11 @@ export function renderContinuityText(r: ContinuityReport): string {
   lines.push('Restarts');
   kv('restarts (server boots)', r.restarts.server);
   kv('restarts (inferred from proxy)', r.restarts.inferred);
+  // (each restart says its source and service: listed under the counts, a server boot
+  // read as one of the proxy's; a newcomer pass)
   for (const x of r.restarts.list) {
-    kv(`  ${String(x.up_at ?? x.down_from)}`, `${String(x.evidence)}; downtime ${x.downtime_s ?? '?'} s; proxy 5xx ${String(x.proxy_5xx)}; sessions refused ${String(x.sessions_refused)}`);
+    const who = `${x.source === 'server' ? 'server boot' : 'inferred from proxy'}${x.service ? `, service ${String(x.service)}` : ''}`;
+    kv(`  ${String(x.up_at ?? x.down_from)}`, `${who}: ${String(x.evidence)}; downtime ${x.downtime_s ?? '?'} s; proxy 5xx ${String(x.proxy_5xx)}; sessions refused ${String(x.sessions_refused)}`);
   }
   kv('proxy-generated 5xx', r.proxy_errors.proxy_generated);
   if (r.settlements.arrivals > 0) {
@@ -23,8 +26,8 @@ export function renderContinuityText(r: ContinuityReport): string {
   }
   lines.push('Refused misses');
   kv('total / sessions', `${r.refused_misses.total} / ${r.refused_misses.sessions}`);
-  kv('by reason', JSON.stringify(r.refused_misses.by_reason));
-  kv('what the session did next', JSON.stringify(r.refused_misses.by_next));
+  kv('by reason', formatCounts(r.refused_misses.by_reason));
+  kv('what the session did next', formatCounts(r.refused_misses.by_next));
   lines.push('Re-mints');
   kv('distinct pairs / adopted / orphaned', `${r.remint_pairs.distinct} / ${r.remint_pairs.adopted} / ${r.remint_pairs.orphaned}`);
   lines.push('Sessions');
@@ -38,7 +41,7 @@ export function renderContinuityText(r: ContinuityReport): string {
   // (with paths that match no proxy line no success clears a challenge: the verdicts are
   // the query's, not confirmed loops; the findings say so, a newcomer pass)
   const unconfirmed = r.mcp_paths?.verdict === 'none_match' && Object.keys(r.auth_challenges.by_verdict).length > 0;
-  kv('verdicts', JSON.stringify(r.auth_challenges.by_verdict) + (unconfirmed ? ' (unconfirmed: the configured MCP paths match no proxy line)' : ''));
+  kv('verdicts', formatCounts(r.auth_challenges.by_verdict) + (unconfirmed ? ' (unconfirmed: the configured MCP paths match no proxy line)' : ''));
   lines.push('');
   lines.push('Findings');
   for (const f of r.findings) lines.push(`  - ${f}`);

@@ -75,6 +75,20 @@ describe('the report’s input lines, read from the store (`continuity report`)'
     expect((await buildContinuityReport(t.store, { service: 'restart' })).range).toMatchObject({ t_from: 'all', t_to: 'all' });
   });
 
+  it('list each restart under the counts with its source and service, and the tallies in words', async () => {
+    // (a server boot was listed as if it were one of the proxy's restarts, no service
+    // shown, and the tallies printed as JSON: a newcomer pass)
+    const r = await buildContinuityReport(t.store, { service: 'restart' });
+    const boot = { ...r.restarts.list[0]!, source: 'server', service: 'demo', evidence: 'server_boot', up_at: '2026-12-04 22:13:22.000000' };
+    const text = renderContinuityText({ ...r, restarts: { ...r.restarts, list: [...r.restarts.list, boot] } });
+    expect(text).toMatch(/\n {4}2026-11-30 04:04:45\.699494 +inferred from proxy, service restart: proxy_5xx_gap\+session_refusals; downtime/);
+    expect(text).toMatch(/\n {4}2026-12-04 22:13:22\.000000 +server boot, service demo: server_boot; downtime/);
+    expect(text).toContain('  by reason                              unknown_after_boot 25\n');
+    expect(text).toContain('  what the session did next              same_session_again 24, nothing 1\n');
+    expect(text).toContain('  verdicts                               none\n');
+    expect(r.findings).toContain('25 refused miss(es) on 1 session(s); next action: same_session_again 24, nothing 1.');
+  });
+
   it('show what the store holds in the text report without letting it act on the terminal', async () => {
     const r = await buildContinuityReport(t.store, { service: 'restart' });
     const hostile = 'ua \u001b]0;PWNED\u0007\u001b[31mevil\u202e';

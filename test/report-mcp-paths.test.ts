@@ -80,7 +80,7 @@ describe('configured MCP endpoint paths that match no proxy line (CONTINUITY_MCP
       `${wrong.auth_challenges.by_verdict.loop} challenge(s) look like authentication loops or lost sessions, but no success on the proxy was read to clear them: the configured MCP paths match no proxy line (above). Correct them before reading these.`,
     ]);
     // the text's tally says so too (it printed verdicts {"loop":3} bare: a newcomer pass)
-    expect(renderContinuityText(wrong)).toMatch(/verdicts +\{"loop":\d+[^\n]*\} \(unconfirmed: the configured MCP paths match no proxy line\)\n/);
+    expect(renderContinuityText(wrong)).toMatch(/verdicts +loop \d+[^\n]* \(unconfirmed: the configured MCP paths match no proxy line\)\n/);
     expect(renderContinuityText(right)).not.toContain('unconfirmed');
   });
 
