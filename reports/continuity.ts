@@ -1,5 +1,5 @@
 import { checkMcpPaths, checkReportParams, runQuery, type McpPathsCheck } from '../queries/index.ts';
-import type { Store } from '../store/index.ts';
+import { retentionDaysOf, type Store } from '../store/index.ts';
 import { formatTimeMicros, parseTimeMicros } from '../core/time.ts';
 
 /** Lines read by the import(s) the report covers. */
@@ -22,7 +22,10 @@ export interface LineCounts {
    * input's time range), which the store drops; absent: none (or not an import).
    */
   expired?: 'all' | 'some';
-  /** The retention those lines are older than, days (with `expired`). */
+  /**
+   * The store's retention, days (0: kept for ever): with `expired`, the one those lines
+   * are older than; with scope `store`, the one the store keeps now.
+   */
   retention_days?: number;
 }
 
@@ -128,7 +131,7 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
       service: String(params.service ?? ''),
       environment: String(params.environment ?? ''),
     },
-    lines: lines ?? (await importedLineCounts(store)),
+    lines: lines ?? { ...(await importedLineCounts(store)), retention_days: await retentionDaysOf(store) },
     restarts: {
       total: restarts.length,
       server: restarts.filter((r) => r.source === 'server').length,
@@ -349,7 +352,15 @@ function findings(r: ContinuityReport): string[] {
       out.push(
         'Nothing to judge: no proxy log was ever imported into this store, and it holds no server events in this range (check --data-dir, --from/--to and --service; `continuity import` or `continuity serve` fill a store).',
       );
-    else
+    else if (r.lines.scope === 'store' && r.lines.parsed > 0 && rangeWords(r.range) === 'in the whole store' && !scope) {
+      // Parsed lines whose events are all gone: only the retention removes events (a
+      // newcomer pass: a report after a 1-day retention dropped them blamed the filters).
+      const now = r.lines.retention_days ? `its ${r.lines.retention_days}-day retention` : 'a retention it had before (it now keeps events for ever)';
+      out.push(
+        `Nothing to judge: ${r.lines.parsed} line(s) imported into this store were parsed, but it holds none of their events: ${now} dropped them; ` +
+          'import the files again with CONTINUITY_RETENTION_DAYS=0 (keep events for ever) or enough days to keep them.',
+      );
+    } else
       out.push(
         `Nothing to judge: no session, server arrival, restart, refused miss or challenge ${rangeWords(r.range)}${scope ? ` for ${scope}` : ''}` +
           (r.lines.parsed === 0 && r.lines.rejected > 0 ? `, and every line imported into this store was rejected (${r.lines.rejected}; \`continuity import\` lists them with their reasons)` : '') +

@@ -165,6 +165,14 @@ describe('retention', () => {
     // new part holds only expired rows), not in the write itself: a count straight after
     // the import can still see them for a moment (1 of 40 tries on a loaded machine).
     await expect.poll(() => count(dir), { timeout: 30_000, interval: 500 }).toMatch(/\n0,0$/);
+    // a later report says the retention dropped them (it blamed the filters: a newcomer pass)
+    const later = await continuity(['report', '--json', '--data-dir', dir], '');
+    expect(later.code, later.stderr).toBe(0);
+    const laterReport = JSON.parse(later.stdout) as { lines: Record<string, unknown>; findings: string[] };
+    expect(laterReport.lines).toMatchObject({ parsed: 47, scope: 'store', retention_days: 90 });
+    expect(laterReport.findings).toEqual([
+      "Nothing to judge: 47 line(s) imported into this store were parsed, but it holds none of their events: its 90-day retention dropped them; import the files again with CONTINUITY_RETENTION_DAYS=0 (keep events for ever) or enough days to keep them.",
+    ]);
     // The warning's advice, in the same store: the same lines again with the retention
     // raised are stored (they were taken as a duplicate of the dropped batch, while the
     // report said 47 written: a newcomer pass)

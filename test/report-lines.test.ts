@@ -58,7 +58,7 @@ describe('the report’s input lines, read from the store (`continuity report`)'
     expect(runs?.n).toBe(6); // two files, three runs each: the runs are all kept
     const r = await buildContinuityReport(t.store);
     // 47 access lines, all parsed; 23 error lines, 10 of them the upstream errors
-    expect(r.lines).toEqual({ read: 70, parsed: 57, rejected: 0, skipped: 13, scope: 'store' });
+    expect(r.lines).toEqual({ read: 70, parsed: 57, rejected: 0, skipped: 13, scope: 'store', retention_days: 90 });
   });
 
   it('say that they are not limited to the report’s range or service', async () => {
