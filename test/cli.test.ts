@@ -376,8 +376,13 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
     const query = ['query', 'refused_misses', '--format', 'json'];
     expect(misses(await continuity(query, dir))).toBe(25);
     // the capture's MCP endpoint is /mcp: naming another path leaves no MCP traffic to judge
-    expect(misses(await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, query))).toBe(0);
-    expect(misses(await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, [...query, '--param', 'mcp_paths=/mcp']))).toBe(25);
+    const elsewhere = await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, query);
+    expect(misses(elsewhere)).toBe(0);
+    // and says why on stderr, as the report does ("(no rows)" alone: a newcomer pass)
+    expect(elsewhere.stderr).toMatch(/^warning: CONTINUITY_MCP_PATHS \(\/elsewhere\) matches no proxy line in this range; the proxy log's MCP endpoint looks like \/mcp\. /);
+    const right = await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, [...query, '--param', 'mcp_paths=/mcp']);
+    expect(misses(right)).toBe(25);
+    expect(right.stderr).toBe('');
     const report = await withEnv({ CONTINUITY_MCP_PATHS: '/elsewhere' }, ['report', '--json']);
     expect(report.code, report.stderr).toBe(0);
     const judged = JSON.parse(report.stdout) as { refused_misses: { total: number }; findings: string[] };

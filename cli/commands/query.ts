@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { NAMED_QUERIES, getQuery, paramDefaults, runQuery, withQueryDefaults } from '../../queries/index.ts';
+import { NAMED_QUERIES, checkMcpPaths, getQuery, paramDefaults, runQuery, withQueryDefaults } from '../../queries/index.ts';
 import { configFrom, parseParams, withStore } from '../context.ts';
 import { ContinuityError } from '../../core/errors.ts';
 import { formatRows, type RowFormat } from '../format.ts';
@@ -28,7 +28,18 @@ export function registerQuery(program: Command): void {
       const q = getQuery(name);
       const params = parseParams(opts.param);
       const config = configFrom(cmd.optsWithGlobals());
-      const rows = await withStore(config, (store) => runQuery(store, q.name, withQueryDefaults(q.name, params, config)), { read: true });
+      const given = withQueryDefaults(q.name, params, config);
+      const { rows, paths } = await withStore(
+        config,
+        async (store) => ({
+          rows: await runQuery(store, q.name, given),
+          // configured MCP paths that match no proxy line make every proxy-derived row
+          // vanish: said on stderr, as the report does ("(no rows)" alone: a newcomer pass)
+          paths: 'mcp_paths' in q.paramTypes ? await checkMcpPaths(store, given) : null,
+        }),
+        { read: true },
+      );
       process.stdout.write(formatRows(rows, opts.format, Object.keys(q.columns)));
+      if (paths?.warning) process.stderr.write(`warning: ${paths.warning}\n`);
     });
 }
