@@ -727,8 +727,12 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
     // way to name a proxy-inferred restart other than the latest)
     if (!row && asTime !== undefined) row = restarts.filter((r) => at(r) <= asTime).at(-1);
     if (!row) {
+      // the proxy's restarts are missing from the list when the configured paths match
+      // none of its lines: said (it named only the server boots: a newcomer pass)
+      const paths = await checkPaths(common, `in the store${scope.service ? ` for service ${JSON.stringify(scope.service)}` : ''}`);
+      const unread = paths?.verdict === 'none_match' ? '; the proxy log was not read: CONTINUITY_MCP_PATHS matches none of its lines (see the notes)' : '';
       if (asTime !== undefined) {
-        return cannot(`no restart up at or before ${isoMicros(asTime)}${restarts.length ? ` (the first is up at ${isoMicros(at(restarts[0]!))})` : ''}`);
+        return cannot(`no restart up at or before ${isoMicros(asTime)}${restarts.length ? ` (the first is up at ${isoMicros(at(restarts[0]!))})` : ''}${unread}`);
       }
       const releases = [...new Set(serverRows.map((r) => r.release).filter(Boolean))];
       const example = `A time (ISO-8601, e.g. ${isoMicros(at(restarts.at(-1)!)).replace(/\.\d+Z$/, 'Z')}, the latest restart's) names the last restart up at or before it, proxy-inferred ones too`;
@@ -746,7 +750,7 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
               `a service's first boot is not a deploy, there is no earlier boot to compare it with. ${example}`
           : `unknown deploy ${JSON.stringify(requested)}: no boot has that boot_id or release` +
               (releases.length ? ` (releases with a restart: ${releases.join(', ')})` : ' (the store has no server restarts)') +
-              `. ${example}`,
+              `${unread}. ${example}`,
       );
     }
     deployRow = row;

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
+import { ServerScenario } from './fixtures/server-scenario.ts';
 
 // The CLI as a user runs it: a real process, the README's entry point, a fresh
 // data directory per test. These are the acceptance numbers of the captures.
@@ -356,23 +357,26 @@ describe('time parameters are UTC whatever the host time zone', () => {
 });
 
 describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_REMINT_WINDOW_S)', () => {
+  /** `continuity args` on `dir` with the variables `vars` set for it. */
+  const withEnvIn = async (dir: string, vars: Record<string, string>, args: string[]) => {
+    const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, vars);
+    try {
+      return await continuity(args, dir);
+    } finally {
+      for (const [k, v] of Object.entries(saved)) {
+        if (v === undefined) delete process.env[k];
+        else process.env[k] = v;
+      }
+    }
+  };
+
   it('reach query and report, a --param wins over them, and a bad value names the variable', async () => {
     const dir = freshDir();
     const imported = await continuity(['import', 'caddy', `${CAPTURES}caddy-sdk-restart/caddy-access.log`], dir);
     expect(imported.code, imported.stderr).toBe(0);
     const misses = (r: { stdout: string }) => (JSON.parse(r.stdout) as Array<{ misses: number }>).reduce((n, row) => n + Number(row.misses), 0);
-    const withEnv = async (vars: Record<string, string>, args: string[]) => {
-      const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
-      Object.assign(process.env, vars);
-      try {
-        return await continuity(args, dir);
-      } finally {
-        for (const [k, v] of Object.entries(saved)) {
-          if (v === undefined) delete process.env[k];
-          else process.env[k] = v;
-        }
-      }
-    };
+    const withEnv = (vars: Record<string, string>, args: string[]) => withEnvIn(dir, vars, args);
     const query = ['query', 'refused_misses', '--format', 'json'];
     expect(misses(await continuity(query, dir))).toBe(25);
     // the capture's MCP endpoint is /mcp: naming another path leaves no MCP traffic to judge
@@ -416,6 +420,29 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
     const zero = await continuity(['report', '--window', '0'], freshDir());
     expect(zero.code).toBe(2);
     expect(zero.stderr.split('\n')[0]).toBe('error CONT_ERR_CONFIG: invalid configuration: --window: more than 0 seconds');
+  });
+
+  it('the canary says the paths missed the proxy log when only server restarts are left to name a deploy by', async () => {
+    // (it answered "no restart up at or before …" naming only a server boot a day later,
+    // with no word of the paths: a newcomer pass)
+    const dir = freshDir();
+    expect((await continuity(['import', 'caddy', `${CAPTURES}caddy-sdk-restart/caddy-access.log`], dir)).code).toBe(0);
+    const demo = new ServerScenario('demo');
+    demo.boot(86_400, 'r1');
+    demo.boot(86_409, 'r2');
+    const events = join(freshDir(), 'boots.jsonl');
+    writeFileSync(events, demo.events.map((e) => JSON.stringify(e)).join('\n') + '\n');
+    await run(process.execPath, ['--import', 'tsx', new URL('./helpers/load-events.ts', import.meta.url).pathname, dir, events]);
+    const canary = await withEnvIn(dir, { CONTINUITY_MCP_PATHS: '/elsewhere' }, ['canary', '--deploy', '2026-11-30T04:05:05Z', '--format', 'json']);
+    expect(canary.code, canary.stderr).toBe(2);
+    const verdict = JSON.parse(canary.stdout) as { reason: string; notes: string[] };
+    expect(verdict.reason).toBe(
+      'no restart up at or before 2026-11-30T04:05:05.000000Z (the first is up at 2026-12-01T04:00:09.000000Z); the proxy log was not read: CONTINUITY_MCP_PATHS matches none of its lines (see the notes)',
+    );
+    expect(verdict.notes[0]).toMatch(/^CONTINUITY_MCP_PATHS \(\/elsewhere\) matches no proxy line in the store; the proxy log's MCP endpoint looks like \/mcp\. /);
+    // with the paths right, the proxy's restart before that time is the deploy
+    const right = await continuity(['canary', '--deploy', '2026-11-30T04:05:05Z', '--format', 'json'], dir);
+    expect((JSON.parse(right.stdout) as { deploy: { source: string } }).deploy.source).toBe('proxy');
   });
 });
 
