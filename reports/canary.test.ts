@@ -281,6 +281,14 @@ describe('a deploy seen only by the proxy (S13 without server events)', () => {
     expect(r).toMatchObject({ verdict: 'fail', exit_code: 1, counts: { not_evaluated: 1 } });
     expect(r.bounds[1]).toMatchObject({ source: 'proxy', successes: 7, trials: 19 });
     expect(r.notes.join(' ')).toMatch(/proxy evidence only/);
+    // where the baseline and the window run past the fixture's 20 s of events, the notes say so
+    // (an imported log ending a minute into the window judged the deploy on that minute, unsaid: a newcomer pass)
+    expect(r.notes.slice(1)).toEqual([
+      "The store's first event in scope is at 2026-11-30T04:00:00.000000Z, 906.400 s after the baseline begins: that part of the baseline holds no events.",
+      "The store's last event in scope is at 2026-11-30T04:00:20.000000Z, 897.200 s before the deploy window ends: that part of the window holds no events (a log that ends there, or no traffic).",
+    ]);
+    // (events within a minute of both ends: nothing to say)
+    expect((await canary('proxyonly', 'latest', { afterS: 30 })).notes.join(' ')).not.toMatch(/The store's (first|last) event/);
   });
 });
 

@@ -4,7 +4,7 @@ import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError, isContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { checkMcpPaths, countChallenges, countSessionOutcomes, countSessionsAcross, listServerRestarts, runQuery, type EndpointPathsMemo, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, countChallenges, countSessionOutcomes, countSessionsAcross, eventSpan, listServerRestarts, runQuery, type EndpointPathsMemo, type EventSpan, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -853,7 +853,7 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
   const span = { from: deploy.down_from, to: deploy.up_at ?? deploy.down_from, service: deploy.service, source: deploy.source };
   const acrossParams = { ...p(L), span_from: span.from, span_to: span.to, span_service: span.service, span_source: span.source };
   const across = async (): Promise<Across> => ({ sessions: await countSessionsAcross(store, acrossParams, span, paths), q: { name: 'check:sessions_across', params: acrossParams } });
-  const [trafficW, trafficB, settleW, settleB, settleL, proxyErrW, refusedL, contW, survivors, authW, authB, mcpPaths] = await Promise.all([
+  const [trafficW, trafficB, settleW, settleB, settleL, proxyErrW, refusedL, contW, survivors, authW, authB, mcpPaths, held] = await Promise.all([
     read('proxy_traffic', p(W)),
     read('proxy_traffic', p(B)),
     read('settlements', p(W)),
@@ -868,6 +868,7 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
     // the baseline's challenges are only counted: the check counts them as auth_challenges does, without the verdicts
     countChallenges(store, p(B)).then((rows): Read => ({ rows, q: { name: 'auth_challenges', params: p(B) } })),
     checkPaths(p(W), 'in the deploy window'),
+    eventSpan(store, p(range(downUs - baseUs, endUs))),
   ]);
   const e: Evidence = {
     deploy,
@@ -907,6 +908,7 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
     );
   }
   if (!e.serverEvidence) notes.push('No server events in the deploy window: gates and bounds use proxy evidence only (inferred restarts, refused misses and re-mints).');
+  notes.push(...eventSpanNotes(held, downUs - baseUs, endUs));
   if (e.proxyRequestsW === 0 && !pathsMissed) notes.push('No proxy access lines in the deploy window: the restart gap as clients saw it is not observed.');
   if ((e.serverEvidence ? sum(e.settleB.rows, 'arrivals') : sum(e.trafficB.rows, 'requests')) === 0) {
     notes.push(`No ${e.serverEvidence ? 'server arrivals' : 'proxy requests'} in the baseline: the invalid_token baseline rate is taken as 0.`);
@@ -1468,6 +1470,31 @@ function nextSteps(
     byTarget.set(key, seen ? { ...seen, why: joined(seen.why, planned.why) } : planned);
   }
   return [...byTarget.values()];
+}
+
+/**
+ * Notes for a baseline that begins, or a deploy window that ends, well away from the
+ * store's events in scope (`held`, over `fromUs`..`endUs`, µs): an imported log that
+ * ends a minute into a 15-minute window judged the deploy on that minute, and the
+ * report did not say so (a newcomer pass). "Well away": more than a minute and more
+ * than a tenth of the span.
+ */
+function eventSpanNotes(held: EventSpan, fromUs: number, endUs: number): string[] {
+  if (held.first_at === null || held.last_at === null) return [];
+  const slack = Math.max(60e6, (endUs - fromUs) / 10);
+  const firstUs = storeTimeToMicros(held.first_at);
+  const lastUs = storeTimeToMicros(held.last_at);
+  const s = (us: number) => (us / 1e6).toFixed(3);
+  const notes: string[] = [];
+  if (firstUs - fromUs > slack) {
+    notes.push(`The store's first event in scope is at ${isoMicros(firstUs)}, ${s(firstUs - fromUs)} s after the baseline begins: that part of the baseline holds no events.`);
+  }
+  if (endUs - lastUs > slack) {
+    notes.push(
+      `The store's last event in scope is at ${isoMicros(lastUs)}, ${s(endUs - lastUs)} s before the deploy window ends: that part of the window holds no events (a log that ends there, or no traffic).`,
+    );
+  }
+  return notes;
 }
 
 /** Query parameters for a range; a range from the epoch leaves `t_from` at its default (everything). */
