@@ -6,7 +6,7 @@ export function renderContinuityText(r: ContinuityReport): string {
   const lines: string[] = [];
   const kv = (k: string, v: unknown) => lines.push(`  ${k.padEnd(38)} ${String(v)}`);
   lines.push('MCP session-continuity report');
-  lines.push(`  range: ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${r.range.service}` : ''}${r.range.environment ? `  environment: ${r.range.environment}` : ''}`);
+  lines.push(`  range (UTC, as every time below): ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${r.range.service}` : ''}${r.range.environment ? `  environment: ${r.range.environment}` : ''}`);
   lines.push('');
   lines.push(r.lines.scope === 'store' ? 'Input (every file imported into the store, each once; not limited to the range)' : 'Input');
   kv('lines parsed / rejected / skipped / read', `${r.lines.parsed} / ${r.lines.rejected} / ${r.lines.skipped} / ${r.lines.read}`);

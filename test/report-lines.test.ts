@@ -71,7 +71,7 @@ describe('the report’s input lines, read from the store (`continuity report`)'
     // (the header echoed `2026-11-30 04:05:00 .. 2026-11-30T04:06:00Z` as typed: a newcomer pass)
     const r = await buildContinuityReport(t.store, { service: 'restart', t_from: '1796011480.5', t_to: '2026-11-30T05:06:00+01:00' });
     expect(r.range).toMatchObject({ t_from: '2026-11-30 04:04:40.500000', t_to: '2026-11-30 04:06:00' });
-    expect(renderContinuityText(r)).toContain('  range: 2026-11-30 04:04:40.500000 .. 2026-11-30 04:06:00  service: restart\n');
+    expect(renderContinuityText(r)).toContain('  range (UTC, as every time below): 2026-11-30 04:04:40.500000 .. 2026-11-30 04:06:00  service: restart\n');
     expect((await buildContinuityReport(t.store, { service: 'restart' })).range).toMatchObject({ t_from: 'all', t_to: 'all' });
   });
 
