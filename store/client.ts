@@ -73,7 +73,9 @@ export interface Store {
    * @throws ContinuityError CONT_ERR_READONLY for writes and for table functions
    *   that reach outside the store (file, url, s3, remote, …: the engine refuses them
    *   under readonly=1); CONT_ERR_SQL_REFUSED for a statement with its own SETTINGS
-   *   clause, the file() function, and SHOW/DESCRIBE/EXPLAIN; CONT_ERR_SQL_TIMEOUT
+   *   clause, the file() function, system.models, the merge() and loop() table
+   *   functions, a quoted name holding an escape or a control character, and
+   *   SHOW/DESCRIBE/EXPLAIN; CONT_ERR_SQL_TIMEOUT
    *   when it ran out of `maxExecutionS`, or waited that long for its turn and did not
    *   start; CONT_ERR_STORE_QUERY otherwise.
    */
@@ -994,7 +996,11 @@ interface AstNode {
  *   SELECT): inside the subquery it would override readonly=1, e.g. `SETTINGS
  *   readonly = 0` lets file() and url() run;
  * - the scalar `file(path)` function, which reads a local file and which
- *   readonly=1 does not stop (the file() table function it does).
+ *   readonly=1 does not stop (the file() table function it does);
+ * - system.models, and the merge() and loop() table functions that reach it: it
+ *   starts a process outside the store;
+ * - a quoted name holding an escape sequence or a control character, which would
+ *   print as lines of its own in `EXPLAIN AST` ({@link escapedQuotedName}).
  * Table functions are left to the engine: under readonly=1 it refuses every one
  * not flagged allow_readonly (file, url, s3, remote, mysql, postgresql, hdfs,
  * sqlite, executable, azureBlobStorage, format, …) and runs only those that stay
@@ -1002,6 +1008,14 @@ interface AstNode {
  * @throws ContinuityError CONT_ERR_SQL_REFUSED; the engine's error when it cannot parse `wrapped`.
  */
 async function inspectWrapped(client: ClickHouseClient, wrapped: string): Promise<void> {
+  // EXPLAIN AST prints names raw, a newline too: a quoted alias holding "\n" and spaces
+  // made a line of its own that passed for a node (a fake TableExpression let the
+  // scalar file() through: a break-it pass). The statement is the engine's canonical
+  // text, where such a character is an escape inside a backquoted name.
+  const name = escapedQuotedName(wrapped);
+  if (name !== undefined) {
+    throw new ContinuityError('CONT_ERR_SQL_REFUSED', `a quoted name holds an escape sequence or a control character (${JSON.stringify(name.slice(0, 80))}): name columns and aliases with printable characters`);
+  }
   const rs = await client.query({ query: `EXPLAIN AST ${wrapped}`, format: 'JSONEachRow' });
   const nodes = parseExplainAst(((await rs.json()) as Array<{ explain: string }>).map((r) => r.explain));
   // The wrapper's own SETTINGS: SelectWithUnionQuery > ExpressionList > SelectQuery > Set.
@@ -1014,6 +1028,43 @@ async function inspectWrapped(client: ClickHouseClient, wrapped: string): Promis
   if (nodes.some((n) => n.kind === 'Function' && n.name === 'file' && nodes[n.parent]?.kind !== 'TableExpression')) {
     throw new ContinuityError('CONT_ERR_SQL_REFUSED', 'the file() function reads local files');
   }
+  // system.models starts the engine's library bridge, a process of its own, and waits
+  // about 2 minutes for it whatever max_execution_time says (a break-it pass: ad hoc SQL
+  // held for 115 s, a zombie process per call); merge() and loop() reach it by pattern.
+  if (nodes.some((n) => n.kind === 'TableIdentifier' && /^`?system`?\.`?models`?$/.test(n.name))) {
+    throw new ContinuityError('CONT_ERR_SQL_REFUSED', 'system.models starts a process outside the store (the library bridge)');
+  }
+  const reaching = nodes.find((n) => n.kind === 'Function' && (n.name === 'merge' || n.name === 'loop') && nodes[n.parent]?.kind === 'TableExpression');
+  if (reaching !== undefined) {
+    throw new ContinuityError('CONT_ERR_SQL_REFUSED', `the ${reaching.name}() table function reads tables by pattern, system.models too; name the tables (UNION ALL)`);
+  }
+}
+
+/**
+ * The first backquoted or double-quoted name in `sql` (SQL text as the engine's
+ * formatQuery writes it) that holds a backslash escape or a control character, or
+ * undefined. String literals ('…', with their escapes) are skipped.
+ */
+export function escapedQuotedName(sql: string): string | undefined {
+  for (let i = 0; i < sql.length; i++) {
+    const quote = sql[i];
+    if (quote !== "'" && quote !== '`' && quote !== '"') continue;
+    let j = i + 1;
+    let flagged = false;
+    for (; j < sql.length; j++) {
+      const c = sql.charCodeAt(j);
+      if (sql[j] === '\\') {
+        flagged = true;
+        j++; // the escaped character
+      } else if (sql[j] === quote) {
+        if (sql[j + 1] === quote) j++; // a doubled quote stands for itself
+        else break;
+      } else if (c < 0x20 || c === 0x7f) flagged = true;
+    }
+    if (quote !== "'" && flagged) return sql.slice(i + 1, j);
+    i = j;
+  }
+  return undefined;
 }
 
 /** Reads `EXPLAIN AST` lines ("  Function file (alias f) (children 1)": one space per level). */

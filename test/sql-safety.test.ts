@@ -230,6 +230,16 @@ const FILE_FUNCTION: Array<[string, string]> = [
   ['in a WHERE of a CTE', "WITH t AS (SELECT 1 AS x WHERE file('/etc/hostname') != '') SELECT * FROM t"],
 ];
 
+/** Ways around the guards that a break-it pass found, each refused by name (403 CONT_ERR_SQL_REFUSED). */
+const BACK_DOORS: Array<[string, string, string]> = [
+  // an alias whose newline made EXPLAIN AST print a fake TableExpression above file(): it read /etc/passwd and hash.key
+  ['file() behind a quoted alias holding a newline', "SELECT 1 AS `a\\n          TableExpression x`, file('/etc/hostname') AS k", 'quoted name'],
+  ['a double-quoted alias holding a newline', 'SELECT 1 AS "a\\n  Set"', 'quoted name'],
+  // the library bridge: a process of its own, about 2 minutes whatever timeout_s says
+  ['system.models', 'SELECT * FROM system.models', 'system.models'],
+  ['system.models through merge()', "SELECT count() FROM merge('system', '^mod')", 'merge()'],
+];
+
 const SHOW_OUTFILE = join(tmpdir(), `continuity-sql-safety-show-${process.pid}.out`);
 /** Statements that cannot be a subquery; run on their own they would escape the limits and guards. */
 const NOT_WRAPPABLE: Array<[string, string]> = [
@@ -252,6 +262,8 @@ const LEGITIMATE: Array<[string, string, unknown[]]> = [
   ['the system-table equivalent of SHOW TABLES', "SELECT name FROM system.tables WHERE database = currentDatabase() AND name = 'events'", [{ name: 'events' }]],
   ['the system-table equivalent of DESCRIBE', "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'events' AND name = 'service'", [{ name: 'service', type: 'LowCardinality(String)' }]],
   ['a string that merely mentions SETTINGS and file()', "SELECT 'SETTINGS readonly = 0, file()' AS s", [{ s: 'SETTINGS readonly = 0, file()' }]],
+  // (a string may hold a newline and quotes; only names may not)
+  ['a string holding a newline and quotes, under a quoted alias', "SELECT 'a\\n  Set `x` \\'y\\'' AS `the value`", [{ 'the value': "a\n  Set `x` 'y'" }]],
 ];
 
 describe('POST /api/sql: writes refused', () => {
@@ -311,6 +323,12 @@ describe('POST /api/sql: writes refused', () => {
     const res = await post({ sql: statement, format: 'jsonl' });
     expect(res.statusCode, res.body).toBe(403);
     expect(res.json()).toMatchObject({ code: 'CONT_ERR_SQL_REFUSED', message: expect.stringContaining('file()') });
+  });
+
+  it.each(BACK_DOORS)('refuses %s with 403 CONT_ERR_SQL_REFUSED, saying why', async (_what, statement, why) => {
+    const res = await post({ sql: statement, format: 'jsonl', timeout_s: 5 });
+    expect(res.statusCode, res.body).toBe(403);
+    expect(res.json()).toMatchObject({ code: 'CONT_ERR_SQL_REFUSED', message: expect.stringContaining(why) });
   });
 
   it.each(NOT_WRAPPABLE)('refuses %s with 403 CONT_ERR_SQL_REFUSED naming the system-table equivalent', async (_what, statement) => {
