@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { formatTimeMicros, isoMicros } from '../core/time.ts';
-import { runQuery } from '../queries/index.ts';
+import { NAMED_QUERIES, runQuery } from '../queries/index.ts';
 import { insertEvents, T0_MICROS } from './fixtures/proxy-scenario.ts';
 import { ServerScenario } from './fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
@@ -52,5 +52,26 @@ describe('restarts: a boot whose last 2xx opens a granule just before a whole ho
     expect(rows.map((r) => [r.boot_id, r.down_from])).toEqual([
       ['boot-granule-svc-9000', formatTimeMicros(T0_MICROS + 3599.71e6)],
     ]);
+  });
+});
+
+describe('a range that starts before 1970', () => {
+  it('gives every named query the rows of one that starts in 1970 (settlements read nothing: its first hour wrapped to 2106)', async () => {
+    // (a break-it pass: `--from 1969-12-31T00:00:00Z`, a natural "everything", gave 0 arrivals)
+    const sc = new ServerScenario('epoch-svc');
+    sc.boot(0, 'v1');
+    sc.session('e1', 1, 3);
+    sc.boot(60, 'v2');
+    sc.session('e2', 61, 2);
+    await insertEvents(t.store, sc.events);
+    const scope = { service: 'epoch-svc' };
+    const settled = await runQuery<{ arrivals: number }>(t.store, 'settlements', { ...scope, t_from: '1970-01-01 00:00:00' });
+    expect(settled.reduce((n, r) => n + Number(r.arrivals), 0)).toBe(7);
+    for (const name of Object.keys(NAMED_QUERIES)) {
+      const from1970 = await runQuery(t.store, name, { ...scope, t_from: '1970-01-01 00:00:00' });
+      for (const t_from of ['1969-12-31 23:59:59', '1900-01-01 00:00:00']) {
+        expect(await runQuery(t.store, name, { ...scope, t_from }), `${name} from ${t_from}`).toEqual(from1970);
+      }
+    }
   });
 });

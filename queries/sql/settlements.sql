@@ -17,6 +17,10 @@ toUnixTimestamp64Micro({t_to:DateTime64(6, 'UTC')}) AS to_us,
 -- a settlement counts when it lands in [t_from, t_to + 1 hour): a long SSE stream
 -- settles after the range ends
 to_us + 3600000000 AS settle_to_us,
+-- the hour t_from falls in, the first hour of arrival_outcomes to read (its ts is a
+-- DateTime: a t_from before 1970 starts at 1970, as toStartOfHour would wrap it to
+-- 2106 and read nothing; a break-it pass)
+toStartOfHour(greatest({t_from:DateTime64(6, 'UTC')}, toDateTime64(0, 6, 'UTC'))) AS from_hour,
 (toInt64(9223372036854775807), '', 0.) AS none_s,
 -- settlements stored in another batch than their arrival: rows of their own in
 -- arrival_outcomes (schema/migrations/0011), keyed by the settlement's hour (in a
@@ -27,7 +31,7 @@ late AS
 (
     SELECT arh, min(s) AS l_s
     FROM arrival_outcomes
-    WHERE ts >= toStartOfHour({t_from:DateTime64(6, 'UTC')}) AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
+    WHERE ts >= from_hour AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
       AND a_us = 9223372036854775807 AND s.1 >= from_us AND s.1 < settle_to_us
     GROUP BY arh
 ),
@@ -52,7 +56,7 @@ per_arrival AS
     (
         SELECT arh, service, boot_id, mcp_method, stream, s
         FROM arrival_outcomes FINAL
-        WHERE ts >= toStartOfHour({t_from:DateTime64(6, 'UTC')}) AND ts <= {t_to:DateTime64(6, 'UTC')}
+        WHERE ts >= from_hour AND ts <= {t_to:DateTime64(6, 'UTC')}
           -- (were this filter applied before FINAL's merge, a settlement-only row of
           -- the same hour would be dropped here and still come from `late`)
           AND a_us >= from_us AND a_us < to_us
