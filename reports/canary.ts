@@ -680,10 +680,13 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
   let previousAt: number | null;
   let next: NextRestart | null;
   if (resolved && 'ambiguous' in resolved) {
-    // one release deployed to several services: a gate must not guess which one
+    // one release deployed to several services, or one boot_id that several services'
+    // collectors used: a gate must not guess which one
+    const services = [...new Set(resolved.ambiguous.map((b) => b.service))].join(', ');
+    if (resolved.by === 'boot_id') return cannot(`boot_id ${JSON.stringify(requested)} is a restart of several services (${services}): name one with --service`);
     const named = resolved.ambiguous.map((b) => `${b.service} ${b.boot_id}`).join(', ');
     return cannot(
-      `release ${JSON.stringify(requested)} was deployed to several services (${[...new Set(resolved.ambiguous.map((b) => b.service))].join(', ')}): name one with --service, or the restart by its boot_id (latest of each: ${named})`,
+      `release ${JSON.stringify(requested)} was deployed to several services (${services}): name one with --service, or the restart by its boot_id (latest of each: ${named})`,
     );
   }
   if (resolved) {
@@ -976,7 +979,7 @@ async function resolveServerDeploy(
       sameRelease: Array<{ service: string; boot_id: string }>;
       next: NextRestart | null;
     }
-  | { ambiguous: Array<{ service: string; boot_id: string }> }
+  | { ambiguous: Array<{ service: string; boot_id: string }>; by: 'release' | 'boot_id' }
   | null
 > {
   const list = inTimeOrder(
@@ -985,9 +988,13 @@ async function resolveServerDeploy(
   );
   const pick = pickServerRestart(list, requested);
   if (!pick) return null;
+  // a boot_id that several services' collectors used: a gate must not guess which one
+  // (a break-it pass: it took the first silently)
+  const sameBoot = requested === 'latest' ? [] : list.filter((b) => b.boot_id === requested);
+  if (new Set(sameBoot.map((b) => b.service)).size > 1) return { ambiguous: sameBoot, by: 'boot_id' };
   const sameRelease = requested !== 'latest' && pick.boot_id !== requested ? list.filter((b) => b.release === requested) : [];
   const releaseServices = [...new Set(sameRelease.map((b) => b.service))];
-  if (releaseServices.length > 1) return { ambiguous: releaseServices.map((s) => sameRelease.filter((b) => b.service === s).at(-1)!) };
+  if (releaseServices.length > 1) return { ambiguous: releaseServices.map((s) => sameRelease.filter((b) => b.service === s).at(-1)!), by: 'release' };
   const previous = list.filter((b) => b.service === pick.service && b.us < pick.us).at(-1);
   const previousAt = previous ? previous.us : null;
   const after = list.find((b) => b.service === pick.service && b.us > pick.us);

@@ -67,18 +67,19 @@ per_arrival AS
 ),
 ended_boots AS
 (
-    SELECT prev_boot_id AS boot_id
+    -- (by service and boot: two services' collectors may use the same boot ids)
+    SELECT toString(service) AS service, prev_boot_id AS boot_id
     FROM server_boots
     WHERE is_restart
     UNION DISTINCT
-    SELECT boot_id FROM events
+    SELECT toString(service) AS service, boot_id FROM events
     WHERE event_type = 'shutdown' AND ts >= {t_from:DateTime64(6, 'UTC')} AND ts < {t_to:DateTime64(6, 'UTC')} + INTERVAL 1 HOUR
 )
 -- grouped first, then each group's boot looked up among the ended ones (once per
 -- group, not per arrival)
 SELECT
     service, boot_id,
-    boot_id IN (SELECT boot_id FROM ended_boots) AS boot_ended,
+    (toString(service), boot_id) IN (SELECT service, boot_id FROM ended_boots) AS boot_ended,
     mcp_method, arrivals, settled,
     arrivals - settled AS unsettled,
     streams_open,

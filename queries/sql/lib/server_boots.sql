@@ -33,25 +33,25 @@ ordered AS
 ),
 activity AS
 (
-    -- what the boots that some boot followed did in the range: their requests'
+    -- what the boots that some boot followed did in the range, per service and boot: their requests'
     -- latest time and latest 2xx settlement (server_sessions for the whole hours,
     -- server_requests for the cut ones), and the other server events from events;
     -- max and argMax are the same with or without a duplicate, so no FINAL
-    SELECT boot_id,
+    SELECT service, boot_id,
            max(t) AS last_event_t,
            max(ok_t) AS last_ok_t,
            max(down_t) AS shutdown_t,
            argMaxIf(reason, down_t, down_t > 0) AS shutdown_reason
     FROM
     (
-        SELECT toString(boot_id) AS boot_id, t_max AS t, ok_2xx_max AS ok_t, 0. AS down_t, '' AS reason
+        SELECT service, toString(boot_id) AS boot_id, t_max AS t, ok_2xx_max AS ok_t, 0. AS down_t, '' AS reason
         FROM server_sessions
         WHERE boots_whole_hours AND ts >= toDateTime(boots_hour_lo, 'UTC') AND ts < toDateTime(boots_hour_hi, 'UTC')
           AND boot_id IN (SELECT prev_boot_id FROM ordered)
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL
-        SELECT toString(boot_id) AS boot_id, t, if(event_type = 'settlement' AND http_status BETWEEN 200 AND 299, t, 0.) AS ok_t,
+        SELECT service, toString(boot_id) AS boot_id, t, if(event_type = 'settlement' AND http_status BETWEEN 200 AND 299, t, 0.) AS ok_t,
                0. AS down_t, '' AS reason
         FROM server_requests
         WHERE boot_id IN (SELECT prev_boot_id FROM ordered)
@@ -60,7 +60,7 @@ activity AS
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL
-        SELECT boot_id, toUnixTimestamp64Micro(ts) / 1e6 AS t, 0. AS ok_t,
+        SELECT service, boot_id, toUnixTimestamp64Micro(ts) / 1e6 AS t, 0. AS ok_t,
                if(event_type = 'shutdown', t, 0.) AS down_t, toString(reason) AS reason
         FROM events
         WHERE event_type IN ('boot', 'shutdown', 'remint', 'session_lifecycle', 'cap_snapshot', 'auth_challenge')
@@ -69,7 +69,7 @@ activity AS
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
     )
-    GROUP BY boot_id
+    GROUP BY service, boot_id
 )
 SELECT
     o.service AS service,
@@ -84,4 +84,6 @@ SELECT
     a.shutdown_t > 0 AS clean_shutdown,
     a.shutdown_reason AS shutdown_reason
 FROM ordered AS o
-LEFT JOIN activity AS a ON a.boot_id = o.prev_boot_id
+-- (by service too: two services' collectors may use the same boot ids, and one's
+-- shutdown ended the other's boot, a negative downtime: a break-it pass)
+LEFT JOIN activity AS a ON a.service = o.service AND a.boot_id = o.prev_boot_id
