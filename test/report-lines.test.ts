@@ -61,6 +61,14 @@ describe('the report’s input lines, read from the store (`continuity report`)'
     expect(r.lines).toEqual({ read: 70, parsed: 57, rejected: 0, skipped: 13, scope: 'store', retention_days: 90 });
   });
 
+  it('leave out an import that read no access entry (the command fails with CONT_ERR_NOTHING_IMPORTED)', async () => {
+    // (an error log given as the access log, then the right files: the failed run counted
+    // for good, its 23 lines twice beside the right import's; a break-it and a newcomer pass)
+    expect(await added(() => importCaddyLogs(t.store, { access: RESTART.errors, hasher, service: 'restart' }))).toEqual({ read: 0, parsed: 0, rejected: 0, skipped: 0 });
+    const [runs] = await t.store.query<{ n: number }>("SELECT count() AS n FROM import_runs WHERE kind = 'caddy_access' AND origin = {o:String}", { o: RESTART.errors[0]! });
+    expect(Number(runs?.n)).toBe(0);
+  });
+
   it('say that they are not limited to the report’s range or service', async () => {
     const r = await buildContinuityReport(t.store, { service: 'restart', t_from: '2026-11-30 04:04:40' });
     expect(r.lines.scope).toBe('store');

@@ -449,7 +449,12 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
       events_written: f.events_written,
     }),
   );
-  if (runs.length > 0) await store.insertJsonEachRow('import_runs', runs.join('\n'));
+  // An import that read no access entry and ran to its end is the caller's error
+  // (CONT_ERR_NOTHING_IMPORTED): recorded, its lines counted in every later report for
+  // good, and twice beside the right file imported after it (two passes: a README.md
+  // given by mistake, an error log given as the access log). Its rejected lines stay in
+  // dead_letters. An interrupted one is recorded: what it read counts.
+  if (runs.length > 0 && !(report.nothing_read && !report.interrupted)) await store.insertJsonEachRow('import_runs', runs.join('\n'));
   return report;
 }
 
