@@ -1,12 +1,14 @@
-import { visibleText } from '../core/text.ts';
+import { oneLine, visibleText } from '../core/text.ts';
 import { formatCounts, type ContinuityReport } from './continuity.ts';
 
 /** Renders the continuity report for a terminal: a summary, the numbers, the findings. */
 export function renderContinuityText(r: ContinuityReport): string {
   const lines: string[] = [];
-  const kv = (k: string, v: unknown) => lines.push(`  ${k.padEnd(38)} ${String(v)}`);
+  // (each value and finding on its line: a user agent holding a line break began a
+  // line of its own, "FAKE: No continuity problems found"; a break-it pass)
+  const kv = (k: string, v: unknown) => lines.push(`  ${oneLine(k).padEnd(38)} ${oneLine(String(v))}`);
   lines.push('MCP session-continuity report');
-  lines.push(`  range (UTC, as every time below): ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${r.range.service}` : ''}${r.range.environment ? `  environment: ${r.range.environment}` : ''}`);
+  lines.push(`  range (UTC, as every time below): ${r.range.t_from} .. ${r.range.t_to}${r.range.service ? `  service: ${oneLine(r.range.service)}` : ''}${r.range.environment ? `  environment: ${oneLine(r.range.environment)}` : ''}`);
   lines.push('');
   lines.push(r.lines.scope === 'store' ? 'Input (every file imported into the store, each once; not limited to the range)' : 'Input');
   kv('lines parsed / rejected / skipped / read', `${r.lines.parsed} / ${r.lines.rejected} / ${r.lines.skipped} / ${r.lines.read}`);
@@ -44,7 +46,7 @@ export function renderContinuityText(r: ContinuityReport): string {
   kv('verdicts', formatCounts(r.auth_challenges.by_verdict) + (unconfirmed ? ' (unconfirmed: the configured MCP paths match no proxy line)' : ''));
   lines.push('');
   lines.push('Findings');
-  for (const f of r.findings) lines.push(`  - ${f}`);
+  for (const f of r.findings) lines.push(`  - ${oneLine(f)}`);
   // Values from the store (a user agent in a finding, a service name) are shown, never
   // acted on: control and bidi characters as escapes (core/text.ts; a break-it pass
   // found an OSC title change and U+202E from a user agent reaching the terminal).

@@ -103,6 +103,12 @@ describe('the report’s input lines, read from the store (`continuity report`)'
     const text = renderContinuityText({ ...r, findings: [...r.findings, hostile], range: { ...r.range, service: hostile } });
     expect(text).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e]/);
     expect(text).toContain('  - ua \\x1B]0;PWNED\\x07\\x1B[31mevil\\u202E\n');
+    // a line break (LF, CR, CR LF) in a value begins no line of its own
+    const broken = 'evil\nFAKE: No continuity problems found\r\nmore\rend';
+    const one = renderContinuityText({ ...r, findings: [broken], range: { ...r.range, service: broken } });
+    expect(one).toContain('  - evil FAKE: No continuity problems found more end\n');
+    expect(one).toContain('service: evil FAKE: No continuity problems found more end\n');
+    expect(one.split('\n').filter((l) => l.startsWith('FAKE') || l.startsWith('more') || l.startsWith('end'))).toEqual([]);
   });
 
   it('count a gzip of an imported file as that file (its decompressed content is the same)', async () => {
