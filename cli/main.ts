@@ -14,6 +14,7 @@ import { registerStatus } from './commands/status.ts';
 import { registerCanary } from './commands/canary.ts';
 import { registerCompact } from './commands/compact.ts';
 import { outputFailure, reportError } from './context.ts';
+import { ContinuityError } from '../core/errors.ts';
 
 const program = new Command('continuity')
   .description('MCP session-continuity analytics: import proxy logs and server events, query restarts, refused misses, re-mints and auth challenges.')
@@ -23,7 +24,19 @@ const program = new Command('continuity')
   // usage errors coded as every other error is (commander wrote "error: missing required
   // argument …" with no code: a newcomer pass); inherited by every command registered below
   .configureOutput({ outputError: (text, write) => write(text.replace(/^error: /, 'error CONT_ERR_CONFIG: ')) })
-  .exitOverride();
+  .exitOverride()
+  // An option whose value is missing takes the next option as its value: `report --service
+  // --json` filtered on a service named "--json" and printed an empty text report (a
+  // break-it pass). A value that is another of the command's options is refused.
+  .hook('preAction', (_program, command) => {
+    const names = new Set(command.options.flatMap((o) => [o.long, o.short]).filter((n): n is string => n !== undefined));
+    for (const option of command.options) {
+      const value: unknown = command.getOptionValue(option.attributeName());
+      if (typeof value === 'string' && names.has(value.split('=')[0]!)) {
+        throw new ContinuityError('CONT_ERR_CONFIG', `${option.long ?? option.short} took ${value} as its value: give ${option.long ?? option.short} a value of its own`);
+      }
+    }
+  });
 
 registerAnalyze(program);
 registerImport(program);

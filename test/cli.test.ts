@@ -210,6 +210,16 @@ describe('bad input through the CLI', () => {
     }
   });
 
+  it('refuses an option whose value is missing and would take the next option as it (exit 2)', async () => {
+    // (`report --service --json` filtered on a service named "--json": a break-it pass)
+    const dir = freshDir();
+    for (const args of [['report', '--service', '--json'], ['query', 'restarts', '--format', '--list'], ['canary', '--deploy', '--format=json']]) {
+      const r = await continuity(args, dir);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.stderr).toContain(`error CONT_ERR_CONFIG: invalid configuration: ${args.at(-2)} took ${args.at(-1)} as its value: give ${args.at(-2)} a value of its own`);
+    }
+  });
+
   it('exits non-zero only when nothing could be read, with a coded error', async () => {
     const dir = freshDir();
     const junk = join(dir, 'junk.log');
