@@ -73,9 +73,9 @@ export interface Store {
    * @throws ContinuityError CONT_ERR_READONLY for writes and for table functions
    *   that reach outside the store (file, url, s3, remote, …: the engine refuses them
    *   under readonly=1); CONT_ERR_SQL_REFUSED for a statement with its own SETTINGS
-   *   clause, the file() function, system.models, the merge() and loop() table
-   *   functions, a quoted name holding an escape or a control character, and
-   *   SHOW/DESCRIBE/EXPLAIN; CONT_ERR_SQL_TIMEOUT
+   *   clause (nested ones too), the file() function, system.models, the merge(),
+   *   loop() and sqlite() table functions, APPLY transformers, a quoted name holding an
+   *   escape or a control character, and SHOW/DESCRIBE/EXPLAIN; CONT_ERR_SQL_TIMEOUT
    *   when it ran out of `maxExecutionS`, or waited that long for its turn and did not
    *   start; CONT_ERR_STORE_QUERY otherwise.
    */
@@ -999,8 +999,10 @@ interface AstNode {
  *   readonly=1 does not stop (the file() table function it does);
  * - system.models, and the merge() and loop() table functions that reach it: it
  *   starts a process outside the store;
- * - a quoted name holding an escape sequence or a control character, which would
- *   print as lines of its own in `EXPLAIN AST` ({@link escapedQuotedName}).
+ * - first, what the statement's text shows and `EXPLAIN AST` does not
+ *   ({@link refusedInText}: an APPLY transformer, a nested SETTINGS clause, file()
+ *   inside either, a quoted name holding a newline, sqlite()).
+ * The text rules and the AST rules overlap on purpose: each alone was got round.
  * Table functions are left to the engine: under readonly=1 it refuses every one
  * not flagged allow_readonly (file, url, s3, remote, mysql, postgresql, hdfs,
  * sqlite, executable, azureBlobStorage, format, …) and runs only those that stay
@@ -1008,14 +1010,11 @@ interface AstNode {
  * @throws ContinuityError CONT_ERR_SQL_REFUSED; the engine's error when it cannot parse `wrapped`.
  */
 async function inspectWrapped(client: ClickHouseClient, wrapped: string): Promise<void> {
-  // EXPLAIN AST prints names raw, a newline too: a quoted alias holding "\n" and spaces
-  // made a line of its own that passed for a node (a fake TableExpression let the
-  // scalar file() through: a break-it pass). The statement is the engine's canonical
-  // text, where such a character is an escape inside a backquoted name.
-  const name = escapedQuotedName(wrapped);
-  if (name !== undefined) {
-    throw new ContinuityError('CONT_ERR_SQL_REFUSED', `a quoted name holds an escape sequence or a control character (${JSON.stringify(name.slice(0, 80))}): name columns and aliases with printable characters`);
-  }
+  // The engine's canonical text first, token by token: EXPLAIN AST leaves out what an
+  // APPLY transformer holds and prints names raw (a newline too), and both let file()
+  // and a SETTINGS clause through (break-it passes); the text keeps everything.
+  const refusal = refusedInText(wrapped);
+  if (refusal !== undefined) throw new ContinuityError('CONT_ERR_SQL_REFUSED', refusal);
   const rs = await client.query({ query: `EXPLAIN AST ${wrapped}`, format: 'JSONEachRow' });
   const nodes = parseExplainAst(((await rs.json()) as Array<{ explain: string }>).map((r) => r.explain));
   // The wrapper's own SETTINGS: SelectWithUnionQuery > ExpressionList > SelectQuery > Set.
@@ -1040,29 +1039,82 @@ async function inspectWrapped(client: ClickHouseClient, wrapped: string): Promis
   }
 }
 
-/**
- * The first backquoted or double-quoted name in `sql` (SQL text as the engine's
- * formatQuery writes it) that holds a backslash escape or a control character, or
- * undefined. String literals ('…', with their escapes) are skipped.
- */
-export function escapedQuotedName(sql: string): string | undefined {
+/** One token of SQL text as the engine's formatQuery writes it ({@link sqlTokens}). */
+interface SqlToken {
+  /** `word` (a keyword or a bare name), `name` (quoted), `string` (a literal, its content unescaped only of its quotes), `other` (a symbol or number). */
+  readonly kind: 'word' | 'name' | 'string' | 'other';
+  readonly text: string;
+  /** A quoted name holding a backslash escape or a control character. */
+  readonly escaped: boolean;
+}
+
+/** Splits `sql` into tokens: quoted names and string literals whole (with their escapes), words, and single other characters. */
+function sqlTokens(sql: string): SqlToken[] {
+  const tokens: SqlToken[] = [];
   for (let i = 0; i < sql.length; i++) {
-    const quote = sql[i];
-    if (quote !== "'" && quote !== '`' && quote !== '"') continue;
-    let j = i + 1;
-    let flagged = false;
-    for (; j < sql.length; j++) {
-      const c = sql.charCodeAt(j);
-      if (sql[j] === '\\') {
-        flagged = true;
-        j++; // the escaped character
-      } else if (sql[j] === quote) {
-        if (sql[j + 1] === quote) j++; // a doubled quote stands for itself
-        else break;
-      } else if (c < 0x20 || c === 0x7f) flagged = true;
+    const c = sql[i]!;
+    if (/\s/.test(c)) continue;
+    if (c === "'" || c === '`' || c === '"') {
+      let j = i + 1;
+      let escaped = false;
+      for (; j < sql.length; j++) {
+        const code = sql.charCodeAt(j);
+        if (sql[j] === '\\') {
+          escaped = true;
+          j++; // the escaped character
+        } else if (sql[j] === c) {
+          if (sql[j + 1] === c) j++; // a doubled quote stands for itself
+          else break;
+        } else if (code < 0x20 || code === 0x7f) escaped = true;
+      }
+      tokens.push({ kind: c === "'" ? 'string' : 'name', text: sql.slice(i + 1, j), escaped: c !== "'" && escaped });
+      i = j;
+    } else if (/[A-Za-z_]/.test(c)) {
+      const word = /^[A-Za-z_][A-Za-z0-9_]*/.exec(sql.slice(i))![0];
+      tokens.push({ kind: 'word', text: word, escaped: false });
+      i += word.length - 1;
+    } else tokens.push({ kind: 'other', text: c, escaped: false });
+  }
+  return tokens;
+}
+
+/**
+ * Why ad hoc SQL refuses `wrapped` (the exact text readOnly runs: the engine's canonical
+ * text of the statement inside the wrapper), read token by token, or undefined:
+ * - a quoted name holding an escape sequence or a control character (EXPLAIN AST
+ *   prints it raw, and a newline made a fake node line: a break-it pass);
+ * - a SETTINGS clause other than the wrapper's: inside a subquery, an APPLY lambda or a
+ *   view it overrides readonly (the engine does not hold a nested one to it);
+ * - an APPLY transformer, whose expression EXPLAIN AST does not show;
+ * - the name `file` anywhere but right after FROM or JOIN (the scalar function, or
+ *   APPLY(file): readonly does not stop it; the table function readonly refuses), or
+ *   inside a column list string with ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL, which
+ *   values() and generateRandom() evaluate;
+ * - system.models (it starts the library bridge, a process outside the store), the
+ *   merge() and loop() table functions (they reach it by pattern), and sqlite() (it
+ *   creates its file before readonly refuses it).
+ */
+function refusedInText(wrapped: string): string | undefined {
+  const tokens = sqlTokens(wrapped);
+  const word = (k: number): string | undefined => (tokens[k]?.kind === 'word' ? tokens[k]!.text : undefined);
+  let settings = 0;
+  for (let k = 0; k < tokens.length; k++) {
+    const t = tokens[k]!;
+    if (t.escaped) return `a quoted name holds an escape sequence or a control character (${JSON.stringify(t.text.slice(0, 80))}): name columns and aliases with printable characters`;
+    if (t.kind === 'string' && /\b(ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL)\b/i.test(t.text) && /\bfile\b/.test(t.text)) {
+      return 'the file() function reads local files (in a column list\'s ALIAS or DEFAULT expression too)';
     }
-    if (quote !== "'" && flagged) return sql.slice(i + 1, j);
-    i = j;
+    if (t.kind !== 'word' && t.kind !== 'name') continue;
+    if (t.kind === 'word' && t.text === 'SETTINGS' && ++settings > 1) return 'the statement carries its own SETTINGS clause; the store sets readonly and the limits itself';
+    if (t.kind === 'word' && t.text === 'APPLY') return 'an APPLY transformer is not run as ad hoc SQL (the checks cannot see its expression); write the expression out';
+    const before = word(k - 1);
+    if (t.text === 'file' && before !== 'FROM' && before !== 'JOIN') return 'the file() function reads local files';
+    if (t.text === 'system' && tokens[k + 1]?.text === '.' && tokens[k + 2]?.text === 'models') return 'system.models starts a process outside the store (the library bridge)';
+    if ((t.text === 'merge' || t.text === 'loop' || t.text === 'sqlite') && tokens[k + 1]?.text === '(') {
+      return t.text === 'sqlite'
+        ? 'the sqlite() table function creates its file before readonly refuses it'
+        : `the ${t.text}() table function reads tables by pattern, system.models too; name the tables (UNION ALL)`;
+    }
   }
   return undefined;
 }

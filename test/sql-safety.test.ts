@@ -238,6 +238,14 @@ const BACK_DOORS: Array<[string, string, string]> = [
   // the library bridge: a process of its own, about 2 minutes whatever timeout_s says
   ['system.models', 'SELECT * FROM system.models', 'system.models'],
   ['system.models through merge()', "SELECT count() FROM merge('system', '^mod')", 'merge()'],
+  // a second break-it pass: EXPLAIN AST does not show what APPLY holds, nor a column list string's ALIAS
+  ['file() through APPLY', "SELECT * APPLY(file) FROM (SELECT '/etc/hostname' AS p)", 'APPLY'],
+  ['a SETTINGS clause inside an APPLY lambda', "SELECT * APPLY(x -> (SELECT getSetting('readonly') SETTINGS readonly = 0)) FROM (SELECT 1 AS a)", 'APPLY'],
+  ['a SETTINGS clause in a subquery, lowering readonly', "SELECT * FROM (SELECT getSetting('readonly') AS r SETTINGS readonly = 0)", 'SETTINGS'],
+  ['file() in a column list ALIAS of values()', "SELECT a, b FROM values('a UInt8, b String ALIAS file(''/etc/hostname'')', 1)", 'file()'],
+  ['file() in a column list ALIAS of generateRandom()', "SELECT b FROM generateRandom('a UInt8, b String ALIAS file(''/etc/hostname'')') LIMIT 1", 'file()'],
+  ['system.models after IN', "SELECT 'x' IN system.models AS r", 'system.models'],
+  ['sqlite(), which creates its file first', `SELECT * FROM sqlite('${join(tmpdir(), `continuity-sql-safety-${process.pid}.db`)}', 't')`, 'sqlite()'],
 ];
 
 const SHOW_OUTFILE = join(tmpdir(), `continuity-sql-safety-show-${process.pid}.out`);
@@ -329,6 +337,7 @@ describe('POST /api/sql: writes refused', () => {
     const res = await post({ sql: statement, format: 'jsonl', timeout_s: 5 });
     expect(res.statusCode, res.body).toBe(403);
     expect(res.json()).toMatchObject({ code: 'CONT_ERR_SQL_REFUSED', message: expect.stringContaining(why) });
+    expect(existsSync(join(tmpdir(), `continuity-sql-safety-${process.pid}.db`))).toBe(false);
   });
 
   it.each(NOT_WRAPPABLE)('refuses %s with 403 CONT_ERR_SQL_REFUSED naming the system-table equivalent', async (_what, statement) => {
