@@ -1087,13 +1087,26 @@ function sqlTokens(sql: string): SqlToken[] {
  *   view it overrides readonly (the engine does not hold a nested one to it);
  * - an APPLY transformer, whose expression EXPLAIN AST does not show;
  * - the name `file` anywhere but right after FROM or JOIN (the scalar function, or
- *   APPLY(file): readonly does not stop it; the table function readonly refuses), or
- *   inside a column list string with ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL, which
- *   values() and generateRandom() evaluate;
- * - system.models (it starts the library bridge, a process outside the store), the
- *   merge() and loop() table functions (they reach it by pattern), and sqlite() (it
- *   creates its file before readonly refuses it).
+ *   APPLY(file): readonly does not stop it; the table function readonly refuses);
+ * - a column list given to values(), generateRandom(), null() or input() as anything
+ *   but one literal, or holding ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL: the engine
+ *   evaluates those expressions, file() too;
+ * - system.models (it starts the library bridge, a process outside the store) and
+ *   system.jemalloc_profile_text (it writes a heap profile to /tmp), the merge() and
+ *   loop() table functions (they reach them by pattern), sqlite() (it creates its file
+ *   before readonly refuses it), and eval() and fuzzQuery() (a query from a string;
+ *   eval is experimental and off, today).
  */
+/** Table functions that take a column list as a string (the engine parses and evaluates it as SQL). */
+const STRUCTURE_FUNCTIONS = new Set(['values', 'generaterandom', 'null', 'input']);
+/** A column list holding an expression (ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL). */
+const COLUMN_EXPRESSION = /\b(ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL)\b/i;
+/** System tables that reach outside the store when read, and what they do. */
+const SIDE_EFFECT_TABLES: Readonly<Record<string, string>> = {
+  models: 'starts a process outside the store (the library bridge)',
+  jemalloc_profile_text: 'writes a heap profile file outside the store',
+};
+
 function refusedInText(wrapped: string): string | undefined {
   const tokens = sqlTokens(wrapped);
   const word = (k: number): string | undefined => (tokens[k]?.kind === 'word' ? tokens[k]!.text : undefined);
@@ -1101,19 +1114,29 @@ function refusedInText(wrapped: string): string | undefined {
   for (let k = 0; k < tokens.length; k++) {
     const t = tokens[k]!;
     if (t.escaped) return `a quoted name holds an escape sequence or a control character (${JSON.stringify(t.text.slice(0, 80))}): name columns and aliases with printable characters`;
-    if (t.kind === 'string' && /\b(ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL)\b/i.test(t.text) && /\bfile\b/.test(t.text)) {
-      return 'the file() function reads local files (in a column list\'s ALIAS or DEFAULT expression too)';
-    }
     if (t.kind !== 'word' && t.kind !== 'name') continue;
+    // a column list is SQL the checks cannot see: values() and generateRandom() evaluate
+    // its ALIAS expressions (file() split across concat(), or named with an escape, read
+    // /etc/passwd: a third pass), so it must be one plain literal without expressions
+    if (STRUCTURE_FUNCTIONS.has(t.text.toLowerCase()) && tokens[k + 1]?.text === '(') {
+      const first = tokens[k + 2];
+      if (first?.kind === 'word' || first?.kind === 'name' || (first?.kind === 'string' && COLUMN_EXPRESSION.test(first.text))) {
+        return `the ${t.text}() table function takes its column list as one literal, without ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL expressions`;
+      }
+    }
     if (t.kind === 'word' && t.text === 'SETTINGS' && ++settings > 1) return 'the statement carries its own SETTINGS clause; the store sets readonly and the limits itself';
     if (t.kind === 'word' && t.text === 'APPLY') return 'an APPLY transformer is not run as ad hoc SQL (the checks cannot see its expression); write the expression out';
     const before = word(k - 1);
     if (t.text === 'file' && before !== 'FROM' && before !== 'JOIN') return 'the file() function reads local files';
-    if (t.text === 'system' && tokens[k + 1]?.text === '.' && tokens[k + 2]?.text === 'models') return 'system.models starts a process outside the store (the library bridge)';
-    if ((t.text === 'merge' || t.text === 'loop' || t.text === 'sqlite') && tokens[k + 1]?.text === '(') {
+    if (t.text === 'system' && tokens[k + 1]?.text === '.' && SIDE_EFFECT_TABLES[tokens[k + 2]?.text ?? ''] !== undefined) {
+      return `system.${tokens[k + 2]!.text} ${SIDE_EFFECT_TABLES[tokens[k + 2]!.text]!}`;
+    }
+    if ((t.text === 'merge' || t.text === 'loop' || t.text === 'sqlite' || t.text === 'eval' || t.text === 'fuzzQuery') && tokens[k + 1]?.text === '(') {
       return t.text === 'sqlite'
         ? 'the sqlite() table function creates its file before readonly refuses it'
-        : `the ${t.text}() table function reads tables by pattern, system.models too; name the tables (UNION ALL)`;
+        : t.text === 'eval' || t.text === 'fuzzQuery'
+          ? `the ${t.text}() table function runs a query built from a string, which the checks cannot see`
+          : `the ${t.text}() table function reads tables by pattern, system.models too; name the tables (UNION ALL)`;
     }
   }
   return undefined;

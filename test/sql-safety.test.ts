@@ -242,9 +242,14 @@ const BACK_DOORS: Array<[string, string, string]> = [
   ['file() through APPLY', "SELECT * APPLY(file) FROM (SELECT '/etc/hostname' AS p)", 'APPLY'],
   ['a SETTINGS clause inside an APPLY lambda', "SELECT * APPLY(x -> (SELECT getSetting('readonly') SETTINGS readonly = 0)) FROM (SELECT 1 AS a)", 'APPLY'],
   ['a SETTINGS clause in a subquery, lowering readonly', "SELECT * FROM (SELECT getSetting('readonly') AS r SETTINGS readonly = 0)", 'SETTINGS'],
-  ['file() in a column list ALIAS of values()', "SELECT a, b FROM values('a UInt8, b String ALIAS file(''/etc/hostname'')', 1)", 'file()'],
-  ['file() in a column list ALIAS of generateRandom()', "SELECT b FROM generateRandom('a UInt8, b String ALIAS file(''/etc/hostname'')') LIMIT 1", 'file()'],
+  ['file() in a column list ALIAS of values()', "SELECT a, b FROM values('a UInt8, b String ALIAS file(''/etc/hostname'')', 1)", 'column list'],
+  ['file() in a column list ALIAS of generateRandom()', "SELECT b FROM generateRandom('a UInt8, b String ALIAS file(''/etc/hostname'')') LIMIT 1", 'column list'],
   ['system.models after IN', "SELECT 'x' IN system.models AS r", 'system.models'],
+  // a third pass: the column list split across concat(), or the name escaped inside it
+  ['file() in a column list built by concat()', "SELECT x FROM generateRandom(concat('a UInt8, x String ALIAS fi', 'le(''/etc/hostname'')')) LIMIT 1", 'column list'],
+  ['file() in a column list, its name escaped', "SELECT x FROM values('a UInt8, x String ALIAS `fi\\\\x6ce`(\\'/etc/hostname\\')', 1)", 'column list'],
+  ['system.jemalloc_profile_text, which writes a heap profile to /tmp', 'SELECT count() FROM system.jemalloc_profile_text', 'heap profile'],
+  ['eval(), a query from a string', "SELECT * FROM eval('SELECT 1')", 'eval()'],
   ['sqlite(), which creates its file first', `SELECT * FROM sqlite('${join(tmpdir(), `continuity-sql-safety-${process.pid}.db`)}', 't')`, 'sqlite()'],
 ];
 
@@ -271,6 +276,7 @@ const LEGITIMATE: Array<[string, string, unknown[]]> = [
   ['the system-table equivalent of DESCRIBE', "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'events' AND name = 'service'", [{ name: 'service', type: 'LowCardinality(String)' }]],
   ['a string that merely mentions SETTINGS and file()', "SELECT 'SETTINGS readonly = 0, file()' AS s", [{ s: 'SETTINGS readonly = 0, file()' }]],
   // (a string may hold a newline and quotes; only names may not)
+  ['values() and generateRandom() with plain column lists, and a string saying DEFAULT', "SELECT x FROM values('x UInt8', 5) WHERE 'DEFAULT' != '' UNION ALL SELECT toUInt8(count()) AS x FROM (SELECT * FROM generateRandom('a UInt8', 1) LIMIT 2)", [{ x: 5 }, { x: 2 }]],
   ['a string holding a newline and quotes, under a quoted alias', "SELECT 'a\\n  Set `x` \\'y\\'' AS `the value`", [{ 'the value': "a\n  Set `x` 'y'" }]],
 ];
 
