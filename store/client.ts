@@ -765,7 +765,9 @@ function wrap(
     const wrappedFor = (seconds: number): string =>
       `SELECT * FROM (\n${statement}\n) LIMIT ${limitRows}\n` +
       `SETTINGS readonly = 1, max_execution_time = ${seconds}, max_result_bytes = ${MAX_RESULT_BYTES}, max_memory_usage = ${MAX_MEMORY_BYTES}, output_format_arrow_compression_method = 'none', ` +
-      `output_format_json_quote_64bit_integers = 1, output_format_json_quote_denormals = 1, output_format_json_quote_decimals = 1\n` +
+      `output_format_json_quote_64bit_integers = 1, output_format_json_quote_denormals = 1, output_format_json_quote_decimals = 1, ` +
+      // (chDB turns them on: addressToLine opened debug files and the symbols gave the install path; a break-it pass)
+      `allow_introspection_functions = 0\n` +
       `FORMAT ${options.format}`;
     const refuse = (err: unknown): ContinuityError => {
       const e = failUser(err);

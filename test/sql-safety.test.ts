@@ -346,6 +346,12 @@ describe('POST /api/sql: writes refused', () => {
     expect(existsSync(join(tmpdir(), `continuity-sql-safety-${process.pid}.db`))).toBe(false);
   });
 
+  it('runs no introspection function (chDB turns them on; addressToLine opens files outside the store)', async () => {
+    const res = await post({ sql: 'SELECT addressToSymbol(toUInt64(0)) AS s', format: 'jsonl', timeout_s: 5 });
+    expect(res.statusCode, res.body).not.toBe(200);
+    expect(res.json().message).toMatch(/[Ii]ntrospection/);
+  });
+
   it.each(NOT_WRAPPABLE)('refuses %s with 403 CONT_ERR_SQL_REFUSED naming the system-table equivalent', async (_what, statement) => {
     const res = await post({ sql: statement });
     expect(res.statusCode, res.body).toBe(403);
