@@ -1080,6 +1080,24 @@ function sqlTokens(sql: string): SqlToken[] {
   return tokens;
 }
 
+/** Table functions that take a column list as a string (the engine parses and evaluates it as SQL). */
+const STRUCTURE_FUNCTIONS = new Set(['values', 'generaterandom', 'null', 'input']);
+/** A column list holding an expression (ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL). */
+const COLUMN_EXPRESSION = /\b(ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL)\b/i;
+/** System tables that reach outside the store when read, and what they do. */
+const SIDE_EFFECT_TABLES: Readonly<Record<string, string>> = {
+  models: 'starts a process outside the store (the library bridge)',
+  jemalloc_profile_text: 'writes a heap profile file outside the store',
+};
+/** Table functions refused by name, and why. */
+const REFUSED_TABLE_FUNCTIONS: Readonly<Record<string, string>> = {
+  merge: 'reads tables by pattern, system.models too; name the tables (UNION ALL)',
+  loop: 'reads tables by pattern, system.models too; name the tables (UNION ALL)',
+  sqlite: 'creates its file before readonly refuses it',
+  eval: 'runs a query built from a string, which the checks cannot see',
+  fuzzQuery: 'runs a query built from a string, which the checks cannot see',
+};
+
 /**
  * Why ad hoc SQL refuses `wrapped` (the exact text readOnly runs: the engine's canonical
  * text of the statement inside the wrapper), read token by token, or undefined:
@@ -1099,16 +1117,6 @@ function sqlTokens(sql: string): SqlToken[] {
  *   before readonly refuses it), and eval() and fuzzQuery() (a query from a string;
  *   eval is experimental and off, today).
  */
-/** Table functions that take a column list as a string (the engine parses and evaluates it as SQL). */
-const STRUCTURE_FUNCTIONS = new Set(['values', 'generaterandom', 'null', 'input']);
-/** A column list holding an expression (ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL). */
-const COLUMN_EXPRESSION = /\b(ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL)\b/i;
-/** System tables that reach outside the store when read, and what they do. */
-const SIDE_EFFECT_TABLES: Readonly<Record<string, string>> = {
-  models: 'starts a process outside the store (the library bridge)',
-  jemalloc_profile_text: 'writes a heap profile file outside the store',
-};
-
 function refusedInText(wrapped: string): string | undefined {
   const tokens = sqlTokens(wrapped);
   const word = (k: number): string | undefined => (tokens[k]?.kind === 'word' ? tokens[k]!.text : undefined);
@@ -1130,16 +1138,10 @@ function refusedInText(wrapped: string): string | undefined {
     if (t.kind === 'word' && t.text === 'APPLY') return 'an APPLY transformer is not run as ad hoc SQL (the checks cannot see its expression); write the expression out';
     const before = word(k - 1);
     if (t.text === 'file' && before !== 'FROM' && before !== 'JOIN') return 'the file() function reads local files';
-    if (t.text === 'system' && tokens[k + 1]?.text === '.' && SIDE_EFFECT_TABLES[tokens[k + 2]?.text ?? ''] !== undefined) {
-      return `system.${tokens[k + 2]!.text} ${SIDE_EFFECT_TABLES[tokens[k + 2]!.text]!}`;
-    }
-    if ((t.text === 'merge' || t.text === 'loop' || t.text === 'sqlite' || t.text === 'eval' || t.text === 'fuzzQuery') && tokens[k + 1]?.text === '(') {
-      return t.text === 'sqlite'
-        ? 'the sqlite() table function creates its file before readonly refuses it'
-        : t.text === 'eval' || t.text === 'fuzzQuery'
-          ? `the ${t.text}() table function runs a query built from a string, which the checks cannot see`
-          : `the ${t.text}() table function reads tables by pattern, system.models too; name the tables (UNION ALL)`;
-    }
+    const table = tokens[k + 2]?.text ?? '';
+    if (t.text === 'system' && tokens[k + 1]?.text === '.' && Object.hasOwn(SIDE_EFFECT_TABLES, table)) return `system.${table} ${SIDE_EFFECT_TABLES[table]!}`;
+    const refused = Object.hasOwn(REFUSED_TABLE_FUNCTIONS, t.text) ? REFUSED_TABLE_FUNCTIONS[t.text] : undefined;
+    if (refused !== undefined && tokens[k + 1]?.text === '(') return `the ${t.text}() table function ${refused}`;
   }
   return undefined;
 }
