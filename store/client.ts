@@ -1082,8 +1082,12 @@ function sqlTokens(sql: string): SqlToken[] {
 
 /** Table functions that take a column list as a string (the engine parses and evaluates it as SQL). */
 const STRUCTURE_FUNCTIONS = new Set(['values', 'generaterandom', 'null', 'input']);
-/** A column list holding an expression (ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL). */
-const COLUMN_EXPRESSION = /\b(ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL)\b/i;
+/**
+ * A column list that may hold an expression: a character beyond names, types, commas and
+ * parentheses, or a word of a column declaration's clauses that take one (ALIAS, DEFAULT,
+ * MATERIALIZED, EPHEMERAL, TTL, CODEC, CHECK, CONSTRAINT, SETTINGS, …) wherever it stands.
+ */
+const COLUMN_EXPRESSION = /[^A-Za-z0-9_ ,().`]|ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL|TTL|CODEC|CHECK|CONSTRAINT|SETTINGS|INDEX|PROJECTION|STATISTICS|COMMENT/i;
 /** System tables that reach outside the store when read, and what they do. */
 const SIDE_EFFECT_TABLES: Readonly<Record<string, string>> = {
   models: 'starts a process outside the store (the library bridge)',
@@ -1109,8 +1113,8 @@ const REFUSED_TABLE_FUNCTIONS: Readonly<Record<string, string>> = {
  * - the name `file` anywhere but right after FROM or JOIN (the scalar function, or
  *   APPLY(file): readonly does not stop it; the table function readonly refuses);
  * - a column list given to values(), generateRandom(), null() or input() as anything
- *   but one literal, or holding ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL: the engine
- *   evaluates those expressions, file() too;
+ *   but one plain literal of names and types ({@link COLUMN_EXPRESSION}): the engine
+ *   evaluates a column's ALIAS or DEFAULT expression, file() too;
  * - system.models (it starts the library bridge, a process outside the store) and
  *   system.jemalloc_profile_text (it writes a heap profile to /tmp), the merge() and
  *   loop() table functions (they reach them by pattern), sqlite() (it creates its file
@@ -1128,10 +1132,17 @@ function refusedInText(wrapped: string): string | undefined {
     // a column list is SQL the checks cannot see: values() and generateRandom() evaluate
     // its ALIAS expressions (file() split across concat(), or named with an escape, read
     // /etc/passwd: a third pass), so it must be one plain literal without expressions
-    if (STRUCTURE_FUNCTIONS.has(t.text.toLowerCase()) && tokens[k + 1]?.text === '(') {
+    // (a fourth pass: a tab written \t before ALIAS hid the keyword from a word match, and
+    // an expression `['…'][1]` hid the literal: only one plain literal passes)
+    const fn = t.text.toLowerCase();
+    if (STRUCTURE_FUNCTIONS.has(fn) && tokens[k + 1]?.text === '(') {
       const first = tokens[k + 2];
-      if (first?.kind === 'word' || first?.kind === 'name' || (first?.kind === 'string' && COLUMN_EXPRESSION.test(first.text))) {
-        return `the ${t.text}() table function takes its column list as one literal, without ALIAS, DEFAULT, MATERIALIZED or EPHEMERAL expressions`;
+      const plainLiteral = first?.kind === 'string' && !first.text.includes('\\') && !COLUMN_EXPRESSION.test(first.text) && [',', ')'].includes(tokens[k + 3]?.text ?? '');
+      // values() reads an argument that is no string as data, not as a column list
+      const asData = fn === 'values' && first?.kind === 'other';
+      const none = first?.text === ')';
+      if (!plainLiteral && !asData && !none) {
+        return `the ${t.text}() table function takes its column list as one plain literal of names and types (letters, digits, _, spaces, commas, parentheses), without ALIAS, DEFAULT or other column expressions`;
       }
     }
     if (t.kind === 'word' && t.text === 'SETTINGS' && ++settings > 1) return 'the statement carries its own SETTINGS clause; the store sets readonly and the limits itself';

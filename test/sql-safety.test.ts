@@ -248,6 +248,11 @@ const BACK_DOORS: Array<[string, string, string]> = [
   // a third pass: the column list split across concat(), or the name escaped inside it
   ['file() in a column list built by concat()', "SELECT x FROM generateRandom(concat('a UInt8, x String ALIAS fi', 'le(''/etc/hostname'')')) LIMIT 1", 'column list'],
   ['file() in a column list, its name escaped', "SELECT x FROM values('a UInt8, x String ALIAS `fi\\\\x6ce`(\\'/etc/hostname\\')', 1)", 'column list'],
+  // a fourth pass: a tab (written \t) before ALIAS, and the column list as an expression
+  ['file() in a column list, a tab before ALIAS', "SELECT b FROM values('a String, b String\tALIAS file(''/etc/hostname'')', ('x'))", 'column list'],
+  ['file() in a column list, a newline before ALIAS', "SELECT b FROM generateRandom('a UInt8, b String\nALIAS file(''/etc/hostname'')') LIMIT 1", 'column list'],
+  ['file() in a column list given as an expression', "SELECT b FROM generateRandom(['a UInt8, b String ALIAS file(''/etc/hostname'')'][1]) LIMIT 1", 'column list'],
+  ['a column list with a TTL expression', "SELECT b FROM generateRandom('a UInt8, b DateTime TTL b + 1') LIMIT 1", 'column list'],
   ['system.jemalloc_profile_text, which writes a heap profile to /tmp', 'SELECT count() FROM system.jemalloc_profile_text', 'heap profile'],
   ['eval(), a query from a string', "SELECT * FROM eval('SELECT 1')", 'eval()'],
   ['sqlite(), which creates its file first', `SELECT * FROM sqlite('${join(tmpdir(), `continuity-sql-safety-${process.pid}.db`)}', 't')`, 'sqlite()'],
@@ -276,7 +281,7 @@ const LEGITIMATE: Array<[string, string, unknown[]]> = [
   ['the system-table equivalent of DESCRIBE', "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'events' AND name = 'service'", [{ name: 'service', type: 'LowCardinality(String)' }]],
   ['a string that merely mentions SETTINGS and file()', "SELECT 'SETTINGS readonly = 0, file()' AS s", [{ s: 'SETTINGS readonly = 0, file()' }]],
   // (a string may hold a newline and quotes; only names may not)
-  ['values() and generateRandom() with plain column lists, and a string saying DEFAULT', "SELECT x FROM values('x UInt8', 5) WHERE 'DEFAULT' != '' UNION ALL SELECT toUInt8(count()) AS x FROM (SELECT * FROM generateRandom('a UInt8', 1) LIMIT 2)", [{ x: 5 }, { x: 2 }]],
+  ['values() and generateRandom() with plain column lists, and a string saying DEFAULT', "SELECT x FROM values('x UInt8', 5) WHERE 'DEFAULT' != '' UNION ALL SELECT toUInt8(count()) AS x FROM (SELECT * FROM generateRandom('a UInt8, b Array(Nullable(String)), c Decimal(9, 2)', 1) LIMIT 2)", [{ x: 5 }, { x: 2 }]],
   ['a string holding a newline and quotes, under a quoted alias', "SELECT 'a\\n  Set `x` \\'y\\'' AS `the value`", [{ 'the value': "a\n  Set `x` 'y'" }]],
 ];
 
