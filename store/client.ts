@@ -1093,14 +1093,20 @@ const SIDE_EFFECT_TABLES: Readonly<Record<string, string>> = {
   models: 'starts a process outside the store (the library bridge)',
   jemalloc_profile_text: 'writes a heap profile file outside the store',
 };
-/** Table functions refused by name, and why. */
-const REFUSED_TABLE_FUNCTIONS: Readonly<Record<string, string>> = {
-  merge: 'reads tables by pattern, system.models too; name the tables (UNION ALL)',
-  loop: 'reads tables by pattern, system.models too; name the tables (UNION ALL)',
-  sqlite: 'creates its file before readonly refuses it',
-  eval: 'runs a query built from a string, which the checks cannot see',
-  fuzzQuery: 'runs a query built from a string, which the checks cannot see',
+/** Functions refused by name, and why. */
+const REFUSED_FUNCTIONS: Readonly<Record<string, string>> = {
+  merge: 'table function reads tables by pattern, system.models too; name the tables (UNION ALL)',
+  loop: 'table function reads tables by pattern, system.models too; name the tables (UNION ALL)',
+  sqlite: 'table function creates its file before readonly refuses it',
+  eval: 'table function runs a query built from a string, which the checks cannot see',
+  fuzzQuery: 'table function runs a query built from a string, which the checks cannot see',
+  // (they parse a column list from a string and run its DEFAULT expressions, file() too,
+  // whose result the error message then quoted: a fifth break-it pass)
+  structureToProtobufSchema: 'function runs the DEFAULT expressions of the column list it parses',
+  structureToCapnProtoSchema: 'function runs the DEFAULT expressions of the column list it parses',
 };
+/** A string literal's words that make it a column list with expressions, or escapes that could hide them. */
+const CLAUSE_IN_STRING = /\\|ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL|TTL|CODEC|CHECK|CONSTRAINT|SETTINGS/i;
 
 /**
  * Why ad hoc SQL refuses `wrapped` (the exact text readOnly runs: the engine's canonical
@@ -1118,9 +1124,21 @@ const REFUSED_TABLE_FUNCTIONS: Readonly<Record<string, string>> = {
  * - system.models (it starts the library bridge, a process outside the store) and
  *   system.jemalloc_profile_text (it writes a heap profile to /tmp), the merge() and
  *   loop() table functions (they reach them by pattern), sqlite() (it creates its file
- *   before readonly refuses it), and eval() and fuzzQuery() (a query from a string;
- *   eval is experimental and off, today).
+ *   before readonly refuses it), eval() and fuzzQuery() (a query from a string; eval is
+ *   experimental and off, today), and structureToProtobufSchema() and
+ *   structureToCapnProtoSchema() (they run a column list's DEFAULT expressions).
  */
+/** The tokens inside the parentheses that open at `open` (`tokens[open]` is `(`), to the one that closes them. */
+function callTokens(tokens: readonly SqlToken[], open: number): SqlToken[] {
+  let depth = 0;
+  for (let j = open; j < tokens.length; j++) {
+    const text = tokens[j]!.kind === 'other' ? tokens[j]!.text : '';
+    if (text === '(') depth++;
+    else if (text === ')' && --depth === 0) return tokens.slice(open + 1, j);
+  }
+  return tokens.slice(open + 1);
+}
+
 function refusedInText(wrapped: string): string | undefined {
   const tokens = sqlTokens(wrapped);
   const word = (k: number): string | undefined => (tokens[k]?.kind === 'word' ? tokens[k]!.text : undefined);
@@ -1138,8 +1156,9 @@ function refusedInText(wrapped: string): string | undefined {
     if (STRUCTURE_FUNCTIONS.has(fn) && tokens[k + 1]?.text === '(') {
       const first = tokens[k + 2];
       const plainLiteral = first?.kind === 'string' && !first.text.includes('\\') && !COLUMN_EXPRESSION.test(first.text) && [',', ')'].includes(tokens[k + 3]?.text ?? '');
-      // values() reads an argument that is no string as data, not as a column list
-      const asData = fn === 'values' && first?.kind === 'other';
+      // values() reads rows without a column list as data, but takes `('…')` for one
+      // (a fifth pass): with no plain list first, no string of its call may hold a clause
+      const asData = fn === 'values' && first?.kind !== 'string' && first?.kind !== 'word' && first?.kind !== 'name' && !callTokens(tokens, k + 1).some((a) => a.kind === 'string' && CLAUSE_IN_STRING.test(a.text));
       const none = first?.text === ')';
       if (!plainLiteral && !asData && !none) {
         return `the ${t.text}() table function takes its column list as one plain literal of names and types (letters, digits, _, spaces, commas, parentheses), without ALIAS, DEFAULT or other column expressions`;
@@ -1151,8 +1170,8 @@ function refusedInText(wrapped: string): string | undefined {
     if (t.text === 'file' && before !== 'FROM' && before !== 'JOIN') return 'the file() function reads local files';
     const table = tokens[k + 2]?.text ?? '';
     if (t.text === 'system' && tokens[k + 1]?.text === '.' && Object.hasOwn(SIDE_EFFECT_TABLES, table)) return `system.${table} ${SIDE_EFFECT_TABLES[table]!}`;
-    const refused = Object.hasOwn(REFUSED_TABLE_FUNCTIONS, t.text) ? REFUSED_TABLE_FUNCTIONS[t.text] : undefined;
-    if (refused !== undefined && tokens[k + 1]?.text === '(') return `the ${t.text}() table function ${refused}`;
+    const refused = Object.hasOwn(REFUSED_FUNCTIONS, t.text) ? REFUSED_FUNCTIONS[t.text] : undefined;
+    if (refused !== undefined && tokens[k + 1]?.text === '(') return `the ${t.text}() ${refused}`;
   }
   return undefined;
 }

@@ -252,6 +252,10 @@ const BACK_DOORS: Array<[string, string, string]> = [
   ['file() in a column list, a tab before ALIAS', "SELECT b FROM values('a String, b String\tALIAS file(''/etc/hostname'')', ('x'))", 'column list'],
   ['file() in a column list, a newline before ALIAS', "SELECT b FROM generateRandom('a UInt8, b String\nALIAS file(''/etc/hostname'')') LIMIT 1", 'column list'],
   ['file() in a column list given as an expression', "SELECT b FROM generateRandom(['a UInt8, b String ALIAS file(''/etc/hostname'')'][1]) LIMIT 1", 'column list'],
+  // a fifth pass: values() taking a parenthesised column list, and the schema functions' DEFAULT expressions
+  ['file() in a column list of values() in parentheses', "SELECT b FROM values(('a String, b String ALIAS file(''/etc/hostname'')'), 'x')", 'column list'],
+  ['file() in a DEFAULT of structureToProtobufSchema()', "SELECT structureToProtobufSchema('a UInt8 DEFAULT toUInt8(file(''/etc/hostname''))')", 'structureToProtobufSchema()'],
+  ['file() in a DEFAULT of structureToCapnProtoSchema()', "SELECT structureToCapnProtoSchema('a UInt8 DEFAULT toUInt8(file(''/etc/hostname''))')", 'structureToCapnProtoSchema()'],
   ['a column list with a TTL expression', "SELECT b FROM generateRandom('a UInt8, b DateTime TTL b + 1') LIMIT 1", 'column list'],
   ['system.jemalloc_profile_text, which writes a heap profile to /tmp', 'SELECT count() FROM system.jemalloc_profile_text', 'heap profile'],
   ['eval(), a query from a string', "SELECT * FROM eval('SELECT 1')", 'eval()'],
@@ -281,6 +285,7 @@ const LEGITIMATE: Array<[string, string, unknown[]]> = [
   ['the system-table equivalent of DESCRIBE', "SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'events' AND name = 'service'", [{ name: 'service', type: 'LowCardinality(String)' }]],
   ['a string that merely mentions SETTINGS and file()', "SELECT 'SETTINGS readonly = 0, file()' AS s", [{ s: 'SETTINGS readonly = 0, file()' }]],
   // (a string may hold a newline and quotes; only names may not)
+  ['values() of rows without a column list', "SELECT c1 AS x FROM values((1, 'a'), (2, 'b')) ORDER BY x LIMIT 1", [{ x: 1 }]],
   ['values() and generateRandom() with plain column lists, and a string saying DEFAULT', "SELECT x FROM values('x UInt8', 5) WHERE 'DEFAULT' != '' UNION ALL SELECT toUInt8(count()) AS x FROM (SELECT * FROM generateRandom('a UInt8, b Array(Nullable(String)), c Decimal(9, 2)', 1) LIMIT 2)", [{ x: 5 }, { x: 2 }]],
   ['a string holding a newline and quotes, under a quoted alias', "SELECT 'a\\n  Set `x` \\'y\\'' AS `the value`", [{ 'the value': "a\n  Set `x` 'y'" }]],
 ];
