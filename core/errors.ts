@@ -165,7 +165,7 @@ export const ERROR_CODES = {
     message: 'ad hoc SQL uses a statement, clause or function the read-only path refuses',
     retriable: false,
     httpStatus: 403,
-    fix: 'Send one statement per call (the message says when the text held more than one); drop the statement\'s own SETTINGS clause (the store sets readonly and the limits itself), the file() function, system.models and system.jemalloc_profile_text, APPLY transformers, the merge(), loop(), sqlite() and eval() table functions, structureToProtobufSchema() and structureToCapnProtoSchema(), and expressions in the column list of values() or generateRandom() (give it as one literal of names and types); name columns and aliases with printable characters (no escapes in quoted names); instead of SHOW/DESCRIBE/EXPLAIN, SELECT from system.tables or system.columns.',
+    fix: 'Send one statement per call (the message says when the text held more than one); drop the statement\'s own SETTINGS clause (the store sets readonly and the limits itself), the file() function, system.models and system.jemalloc_profile_text, APPLY transformers, the merge(), loop(), sqlite() and eval() table functions, structureToProtobufSchema(), structureToCapnProtoSchema() and hasColumnInTable(), a table named by a path, and expressions in the column list of values() or generateRandom() (give it as one literal of names and types); name columns and aliases with printable characters (no escapes in quoted names); instead of SHOW/DESCRIBE/EXPLAIN, SELECT from system.tables or system.columns.',
   },
   CONT_ERR_SQL_TIMEOUT: {
     message: 'ad hoc SQL ran out of its time (timeout_s, including the wait behind other ad hoc statements)',

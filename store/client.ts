@@ -1104,6 +1104,7 @@ const REFUSED_FUNCTIONS: Readonly<Record<string, string>> = {
   // whose result the error message then quoted: a fifth break-it pass)
   structureToProtobufSchema: 'function runs the DEFAULT expressions of the column list it parses',
   structureToCapnProtoSchema: 'function runs the DEFAULT expressions of the column list it parses',
+  hasColumnInTable: 'function looks a table name up on disk too (whether a path exists); read system.columns',
 };
 /** A string literal's words that make it a column list with expressions, or escapes that could hide them. */
 const CLAUSE_IN_STRING = /\\|ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL|TTL|CODEC|CHECK|CONSTRAINT|SETTINGS/i;
@@ -1125,8 +1126,11 @@ const CLAUSE_IN_STRING = /\\|ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL|TTL|CODEC|CHEC
  *   system.jemalloc_profile_text (it writes a heap profile to /tmp), the merge() and
  *   loop() table functions (they reach them by pattern), sqlite() (it creates its file
  *   before readonly refuses it), eval() and fuzzQuery() (a query from a string; eval is
- *   experimental and off, today), and structureToProtobufSchema() and
- *   structureToCapnProtoSchema() (they run a column list's DEFAULT expressions).
+ *   experimental and off, today), structureToProtobufSchema() and
+ *   structureToCapnProtoSchema() (they run a column list's DEFAULT expressions), and
+ *   hasColumnInTable() (it looks a name up on disk);
+ * - a table named by a path (`FROM '/etc/x'`): the engine's default database looks it
+ *   up on disk, and told whether the file exists.
  */
 /** The tokens inside the parentheses that open at `open` (`tokens[open]` is `(`), to the one that closes them. */
 function callTokens(tokens: readonly SqlToken[], open: number): SqlToken[] {
@@ -1146,6 +1150,11 @@ function refusedInText(wrapped: string): string | undefined {
   for (let k = 0; k < tokens.length; k++) {
     const t = tokens[k]!;
     if (t.escaped) return `a quoted name holds an escape sequence or a control character (${JSON.stringify(t.text.slice(0, 80))}): name columns and aliases with printable characters`;
+    // (the engine's default database looks a table name up on disk: `FROM '/path'` told
+    // whether a file exists, before readonly refused the read; a sixth pass)
+    if ((t.kind === 'name' || t.kind === 'string') && (word(k - 1) === 'FROM' || word(k - 1) === 'JOIN') && t.text.includes('/')) {
+      return 'a table named by a path reads the file system; name a table of the store';
+    }
     if (t.kind !== 'word' && t.kind !== 'name') continue;
     // a column list is SQL the checks cannot see: values() and generateRandom() evaluate
     // its ALIAS expressions (file() split across concat(), or named with an escape, read

@@ -256,6 +256,10 @@ const BACK_DOORS: Array<[string, string, string]> = [
   ['file() in a column list of values() in parentheses', "SELECT b FROM values(('a String, b String ALIAS file(''/etc/hostname'')'), 'x')", 'column list'],
   ['file() in a DEFAULT of structureToProtobufSchema()', "SELECT structureToProtobufSchema('a UInt8 DEFAULT toUInt8(file(''/etc/hostname''))')", 'structureToProtobufSchema()'],
   ['file() in a DEFAULT of structureToCapnProtoSchema()', "SELECT structureToCapnProtoSchema('a UInt8 DEFAULT toUInt8(file(''/etc/hostname''))')", 'structureToCapnProtoSchema()'],
+  // a sixth pass: a table named by a path told whether the file exists
+  ['a table named by a path (quoted name)', 'SELECT * FROM `/etc/hostname`', 'path'],
+  ['a table named by a path (string)', "SELECT * FROM '/etc/hostname'", 'path'],
+  ['hasColumnInTable() on a path', "SELECT hasColumnInTable('default', '/etc/hostname', 'x') AS h", 'hasColumnInTable()'],
   ['a column list with a TTL expression', "SELECT b FROM generateRandom('a UInt8, b DateTime TTL b + 1') LIMIT 1", 'column list'],
   ['system.jemalloc_profile_text, which writes a heap profile to /tmp', 'SELECT count() FROM system.jemalloc_profile_text', 'heap profile'],
   ['eval(), a query from a string', "SELECT * FROM eval('SELECT 1')", 'eval()'],
