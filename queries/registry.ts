@@ -824,25 +824,21 @@ export async function listServerRestarts(store: Store, params: Record<string, un
 
 /** The events of a range and scope ({@link eventSpan}). */
 export interface EventSpan {
-  /** How many events, both sources. */
-  readonly events: number;
   /** The first and the last event's time (store DateTime64 text, UTC); null without events. */
   readonly first_at: string | null;
   readonly last_at: string | null;
 }
 
 /**
- * The first and the last event in `params`' range, service and environment, and how
- * many there are (`events`, both sources; a copy of a re-delivered event counts until
- * a merge, which moves neither end). The canary report notes a deploy window or a
- * baseline that runs past them.
+ * The first and the last event in `params`' range, service and environment, either
+ * source. The canary report notes a deploy window or a baseline that runs past them.
  *
  * One query (queries/sql/checks/event_span.sql); other keys of `params` are ignored.
  * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
  */
 export async function eventSpan(store: Store, params: Record<string, unknown>): Promise<EventSpan> {
-  const [row] = await runCheck<{ events: number | string; first_at: string | null; last_at: string | null }>(store, 'event_span', params);
-  return { events: Number(row?.events ?? 0), first_at: row?.first_at ?? null, last_at: row?.last_at ?? null };
+  const [row] = await runCheck<{ first_at: string | null; last_at: string | null }>(store, 'event_span', params);
+  return { first_at: row?.first_at ?? null, last_at: row?.last_at ?? null };
 }
 
 /** The restart a {@link countSessionsAcross} count is taken across, as a `restarts` row names it. */

@@ -352,7 +352,7 @@ function findings(r: ContinuityReport): string[] {
       out.push(
         'Nothing to judge: no proxy log was ever imported into this store, and it holds no server events in this range (check --data-dir, --from/--to and --service; `continuity import` or `continuity serve` fill a store).',
       );
-    else if (r.lines.scope === 'store' && r.lines.parsed > 0 && rangeWords(r.range) === 'in the whole store' && !scope) {
+    else if (r.lines.scope === 'store' && r.lines.parsed > 0 && r.range.t_from === 'all' && r.range.t_to === 'all' && !scope) {
       // Parsed lines whose events are all gone: only the retention removes events (a
       // newcomer pass: a report after a 1-day retention dropped them blamed the filters).
       const now = r.lines.retention_days ? `its ${r.lines.retention_days}-day retention` : 'a retention it had before (it now keeps events for ever)';
