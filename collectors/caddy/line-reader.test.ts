@@ -136,6 +136,16 @@ describe('readLines', () => {
     expect(multi.result.readError).toMatch(/^trailing garbage ignored: 2 bytes from byte \d+/);
   });
 
+  it('reads every line of a gzip padded with zero bytes, as gzip -d does (one zero byte hung the reader: exit 13, nothing imported)', async () => {
+    const text = logLines(5000).join('\n') + '\n';
+    const gz = gzipSync(text);
+    for (const pad of [Buffer.alloc(1), Buffer.alloc(4096), Buffer.from([0, 0, 0, 0x78]), Buffer.alloc(300_000)]) {
+      const { lines, result } = await collect(file('padded.gz', Buffer.concat([gz, pad])), { chunkBytes: 1024 });
+      expect(lines.map((l) => l[1]), `${pad.length} bytes`).toEqual(text.trimEnd().split('\n'));
+      expect(result, `${pad.length} bytes`).toMatchObject({ gzip: true, lines: 5000, bytesDecoded: text.length, bytesRead: gz.length + pad.length });
+    }
+  });
+
   it('delivers every line decoded before a corrupt spot in a gzip member; the line it cuts is not delivered', async () => {
     const full = logLines(5000);
     const text = full.join('\n') + '\n' + '{"n":5000,"pad"';

@@ -340,6 +340,14 @@ class Inflater {
   private settle: (() => void) | undefined;
   /** The zlib error that stopped the stream, if any. */
   error: Error | undefined;
+  /**
+   * The stream ended on its own: Node's gunzip ends at a zero byte after a complete
+   * member (padding, which it ignores as `gzip -d` does), before the input does. Later
+   * bytes are not decoded, and feeding them settles at once (a break-it pass: a
+   * member padded with one zero byte left `feed()` waiting for an `'end'` that had
+   * fired, and the process exited 13 with nothing imported).
+   */
+  private ended = false;
 
   /** @param finishFlush zlib flush mode at the end (default Z_FINISH: a cut member is an error). */
   constructor(finishFlush?: number) {
@@ -347,6 +355,10 @@ class Inflater {
     this.z.on('data', (chunk: Buffer) => this.out.push(chunk));
     this.z.on('error', (err: Error) => {
       this.error = err;
+      this.settle?.();
+    });
+    this.z.on('end', () => {
+      this.ended = true;
       this.settle?.();
     });
   }
@@ -358,14 +370,11 @@ class Inflater {
 
   /** Writes `piece` (or ends the input, without one); settles once it is decoded or the stream failed. */
   feed(piece?: Buffer): Promise<void> {
-    if (this.error) return Promise.resolve();
+    if (this.error || this.ended) return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.settle = resolve;
       if (piece) this.z.write(piece, () => resolve());
-      else {
-        this.z.once('end', () => resolve());
-        this.z.end();
-      }
+      else this.z.end();
     });
   }
 
