@@ -783,15 +783,17 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
   // (a proxy log imported without --service beside labelled server events): a service
   // filter would drop that evidence, which restart_rows.sql pairs with any service, so
   // all are counted.
-  // (one read: the services, at most 21, and whether any event has none)
+  // (one read: the services in the scope's environment, at most 21, and whether any
+  // event has none)
   const [labels] = scope.service
     ? []
     : await store.query<{ s: string[]; unlabelled: number }>(
-        "SELECT arraySort(groupUniqArrayIf(21)(service, service != '')) AS s, toUInt8(countIf(service = '') > 0) AS unlabelled FROM events",
+        "SELECT arraySort(groupUniqArrayIf(21)(service, service != '')) AS s, toUInt8(countIf(service = '') > 0) AS unlabelled FROM events WHERE {environment:String} = '' OR environment = {environment:String}",
+        { environment: scope.environment },
       );
   const services = labels?.s ?? [];
+  const named = services.length > 20 ? `${services.slice(0, 20).join(', ')}, …` : services.join(', ');
   if (services.length > 1) {
-    const named = services.length > 20 ? `${services.slice(0, 20).join(', ')}, …` : services.join(', ');
     const several = `The store holds events of several services (${named}) and no --service was given`;
     const unlabelled = deploy.service !== '' && Number(labels?.unlabelled) > 0;
     if (deploy.service && !unlabelled) {
@@ -802,6 +804,14 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
       const why = deploy.service ? 'some events carry no service (imported without --service), which a service filter would leave out' : 'the deploy has no service';
       notes.push(`${several}, and ${why}: the gates count events of all of them.`);
     }
+  } else if (services.length === 1 && deploy.service === '') {
+    // An unlabelled deploy (a proxy log imported without --service) beside one labelled
+    // service: no filter can name the unlabelled events alone ('' is every service), so
+    // the other service's 401s and misses count against this deploy (a newcomer pass:
+    // another service's invalid_token challenges failed it, and nothing said why).
+    notes.push(
+      `The deploy has no service (a proxy log imported without --service) and the store also holds events of ${JSON.stringify(services[0])}: the gates count events of both. Import the log again with --service to keep them apart.`,
+    );
   }
   if (deployRow.up_at === null) notes.push('The proxy log shows no served response after the gap: the upstream had not come back when the log ends; the window runs from the gap.');
 

@@ -86,6 +86,12 @@ describe('the sessions that kept working across a deploy, by service', () => {
     expect(r.deploy).toMatchObject({ source: 'proxy', service: '' });
     // G-A crossed the gap; other-X (service 'other', no restart) is not this restart's
     expect(await survivors(r)).toBe(1);
+    // no filter names the unlabelled events alone: the gates count 'other' too, and say
+    // so (a newcomer pass: another service's 401s failed such a deploy, and no note said why)
+    expect(r.scope.service).toBe('');
+    expect(r.notes.filter((n) => n.includes('the gates count'))).toEqual([
+      'The deploy has no service (a proxy log imported without --service) and the store also holds events of "other": the gates count events of both. Import the log again with --service to keep them apart.',
+    ]);
   });
 
   it('overlapping instances: a session counts only if served before the new boot and after the old instance’s end', async () => {
