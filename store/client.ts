@@ -590,6 +590,15 @@ export function engineErrorType(err: unknown): string | undefined {
 }
 
 /**
+ * The engine's readonly refusal without the name of the engine's user it starts with
+ * (`default: Cannot execute query in readonly mode.`: the user is the engine's, not
+ * anything the reader chose; a newcomer pass read it as part of the message).
+ */
+function readonlyMessage(message: string): string {
+  return firstLine(message).replace(/^[\w.-]+: (?=Cannot execute query in readonly mode)/, '');
+}
+
+/**
  * Turns an error of the engine or the client into a coded error, for a store in `mode`
  * at `location` (data directory or server URL):
  * - a full disk ({@link DISK_FULL}) → CONT_ERR_STORE_UNAVAILABLE (retriable: the same
@@ -611,7 +620,7 @@ export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'lo
   const message = e.message ?? String(err);
   const type = engineErrorType(err);
   if (options.userSql && type !== undefined) {
-    if (type === 'READONLY') return new ContinuityError('CONT_ERR_READONLY', firstLine(message), { cause: err });
+    if (type === 'READONLY') return new ContinuityError('CONT_ERR_READONLY', readonlyMessage(message), { cause: err });
     if (type !== 'NOT_ENOUGH_SPACE') return new ContinuityError('CONT_ERR_STORE_QUERY', firstLine(message), { cause: err, details: { sql: sql.slice(0, 500) } });
   }
   if (DISK_FULL.test(message) || type === 'NOT_ENOUGH_SPACE') {
@@ -622,7 +631,7 @@ export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'lo
     });
   }
   if (/readonly mode|READONLY/i.test(message) || type === 'READONLY') {
-    return new ContinuityError('CONT_ERR_READONLY', firstLine(message), { cause: err });
+    return new ContinuityError('CONT_ERR_READONLY', readonlyMessage(message), { cause: err });
   }
   if (/both inlined and external data/.test(message)) {
     return new ContinuityError('CONT_ERR_STORE_STDIN', firstLine(message), { cause: err });

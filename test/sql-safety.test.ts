@@ -345,6 +345,10 @@ describe('POST /api/sql: writes refused', () => {
     const res = await post({ sql: statement, format: 'jsonl', timeout_s: 5 });
     expect(res.statusCode, res.body).toBe(403);
     expect(res.json().code).toBe('CONT_ERR_READONLY');
+    // the engine's message without the engine user's name before it ("default: Cannot …":
+    // a newcomer pass read it as part of the message)
+    expect(res.json().message).toMatch(/: Cannot execute query in readonly mode/);
+    expect(res.json().message).not.toMatch(/\bdefault: Cannot/);
   });
 
   it.each(FILE_FUNCTION)('refuses the file() function (%s), which readonly = 1 does not stop, with 403 CONT_ERR_SQL_REFUSED', async (_what, statement) => {
