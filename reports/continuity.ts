@@ -27,6 +27,13 @@ export interface LineCounts {
    * are older than; with scope `store`, the one the store keeps now.
    */
   retention_days?: number;
+  /**
+   * With scope `import` (`continuity analyze`): what else the store held, since the
+   * report's numbers are the whole store's: lines of the other inputs ever imported
+   * into it (each content once, {@link importedLineCounts}), and its server events
+   * (from `serve` or `consumer`). Absent: not counted (`continuity import`).
+   */
+  others?: { lines: number; server_events: number };
 }
 
 /**
@@ -336,7 +343,17 @@ function findings(r: ContinuityReport): string[] {
       : r.lines.expired === 'some'
         ? `Some lines of this input are older than the store's ${days}-day retention: the store drops them, and this report leaves them out once it has; CONTINUITY_RETENTION_DAYS=0 (keep events for ever) or enough days keeps them.`
         : undefined;
-  const first = [paths?.warning, expired].filter((f): f is string => typeof f === 'string' && f !== '');
+  // The report is the store's, not the input's: say so where the store held more than
+  // this import (a newcomer pass: a second `analyze` of another log printed the first
+  // log's restarts and misses as its own).
+  const others = r.lines.scope !== 'store' && r.lines.others ? r.lines.others : undefined;
+  const held = others
+    ? [others.lines > 0 ? `${others.lines} line(s) of other imported logs` : '', others.server_events > 0 ? `${others.server_events} server event(s)` : ''].filter(Boolean)
+    : [];
+  const mixed = held.length
+    ? `The numbers above are the whole store's, which also holds ${held.join(' and ')} besides this input: to judge this input alone, analyze it with --data-dir naming a new directory.`
+    : undefined;
+  const first = [paths?.warning, expired, mixed].filter((f): f is string => typeof f === 'string' && f !== '');
   // With no configured path in the log, the proxy-derived sections looked at nothing.
   if (out.length === 0 && paths?.verdict !== 'none_match' && r.lines.expired !== 'all') {
     // Nothing at all is not a clean range: a mistyped --data-dir opens a new, empty

@@ -64,8 +64,19 @@ describe('continuity analyze on the real captures (README command 1)', () => {
       dir,
     );
     expect(JSON.parse(again.stdout).refused_misses.total).toBe(25);
+    // the same content again is no other input: the report is this log's
+    expect(report.lines.others).toEqual({ lines: 0, server_events: 0 });
+    expect(JSON.parse(again.stdout).lines.others).toEqual({ lines: 0, server_events: 0 });
+    expect(JSON.parse(again.stdout).findings.filter((f: string) => f.includes('whole store'))).toEqual([]);
     const count = await continuity(['sql', 'SELECT count() AS n, uniqExact(event_id) AS u FROM events', '--format', 'json'], dir);
     expect(JSON.parse(count.stdout)).toEqual({ n: '47', u: '47' }); // (64-bit integers quoted, as a server writes them)
+    // another log into the same store: its report is the store's, and says so (a
+    // newcomer pass: the auth capture's report showed the restart capture's 2 restarts)
+    const other = await continuity(['analyze', `${CAPTURES}caddy-sdk-auth/caddy-access.log`, '--errors', `${CAPTURES}caddy-sdk-auth/caddy-error.log`], dir);
+    expect(other.code, other.stderr).toBe(0);
+    expect(other.stdout).toContain(
+      `  - The numbers above are the whole store's, which also holds ${report.lines.read} line(s) of other imported logs besides this input: to judge this input alone, analyze it with --data-dir naming a new directory.`,
+    );
   });
 
   it('caddy-sdk-auth: 1 missing_credential, 2 invalid_token, and the discovery 404s are not refused misses', async () => {

@@ -5,7 +5,7 @@ import type { ImportProgress, ImportReport } from '../../collectors/index.ts';
 import { ContinuityError } from '../../core/errors.ts';
 import { hasherForConfig, deploymentKeyWarning } from '../../core/hash.ts';
 import type { Config } from '../../core/config.ts';
-import { buildContinuityReport, renderContinuityText } from '../../reports/index.ts';
+import { buildContinuityReport, importedLineCounts, renderContinuityText } from '../../reports/index.ts';
 import { readRetention, type Retention, type Store } from '../../store/index.ts';
 import { configFrom, withStore } from '../context.ts';
 import { untilSignal } from '../signals.ts';
@@ -266,6 +266,11 @@ export function registerAnalyze(program: Command): void {
       // the report's words when every line was older than the retention (a newcomer pass: it said to check --from/--to)
       const retention = await readRetention(store);
       const expired = expiredShare(imported, retention);
+      // what else the store holds: the report is over all of it (importedLineCounts
+      // counts each content once, so this input's lines are in its total once)
+      const inStore = await importedLineCounts(store);
+      const [server] = await store.query<{ n: number | string }>("SELECT count() AS n FROM events WHERE source = 'server'");
+      const others = { lines: Math.max(0, inStore.read - l.read), server_events: Number(server?.n ?? 0) };
       // (blank lines are skipped lines in the report, as in the store's counts: the four add up)
       return buildContinuityReport(store, params, {
         read: l.read,
@@ -273,6 +278,7 @@ export function registerAnalyze(program: Command): void {
         rejected: l.rejected,
         skipped: l.skipped + l.blank,
         scope: 'import',
+        others,
         ...(expired === null ? {} : { expired, retention_days: retention.days }),
       });
     });
