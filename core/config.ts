@@ -33,7 +33,7 @@ const KafkaTopicName = z
  * - `CONTINUITY_MCP_PATHS`: comma-separated MCP endpoint paths for proxy inference
  *   (default: inferred from requests that carry `Mcp-Session-Id`/`Mcp-Protocol-Version`).
  * - `CONTINUITY_REMINT_WINDOW_S`: window for inferred re-mints (default 10 s).
- * - `CONTINUITY_INGEST_TOKEN` / `--token`: bearer token (≥ 16 characters) the ingest
+ * - `CONTINUITY_INGEST_TOKEN` / `--token`: bearer token (≥ 16 characters of RFC 6750 §2.1 b64token: letters, digits, `-._~+/`, then `=`) the ingest
  *   gateway (`continuity serve`, `continuity gateway`) requires; `serve` requires it on
  *   its read API too (default: none, for a loopback-only server).
  * - `KAFKA_BROKERS`: comma-separated `host:port` bootstrap list; when set, ingest runs
@@ -68,7 +68,16 @@ export const ConfigSchema = z.object({
     .optional(),
   mcpPaths: z.array(z.string().startsWith('/')).default([]),
   remintWindowS: z.coerce.number({ error: 'a number of seconds' }).positive('more than 0 seconds').max(86_400, 'at most 86400 seconds (a day)').default(10),
-  ingestToken: z.string().min(16, 'at least 16 characters').max(512).optional(),
+  // RFC 6750 §2.1's b64token, the only token a client can send as `Bearer <token>`: a
+  // token with a trailing CR or space (read from a CRLF file) or non-ASCII letters was
+  // accepted, and every request then got 401, the server's own `canary --url` too (a
+  // break-it pass)
+  ingestToken: z
+    .string()
+    .min(16, 'at least 16 characters')
+    .max(512)
+    .regex(/^[A-Za-z0-9._~+/-]+=*$/, "letters, digits and - . _ ~ + / (then = padding) only, as a Bearer token is sent (RFC 6750 §2.1); no spaces or line ends: check a token read from a file for a trailing \r or newline")
+    .optional(),
   kafka: z
     .object({
       brokers: z.array(z.string().regex(/^[^\s:,]+:\d{1,5}$/, 'host:port')).min(1),

@@ -52,6 +52,14 @@ describe('loadConfig', () => {
     expect(() => loadConfig({ CONTINUITY_HASH_KEY: 'a'.repeat(33) })).toThrow(expect.objectContaining({ message: expect.stringMatching(/CONTINUITY_HASH_KEY.*even number of hex characters/) }));
     expect(loadConfig({ CONTINUITY_HASH_KEY: 'a'.repeat(34) }).hashKeyHex).toBe('a'.repeat(34));
   });
+  it('takes a bearer token only as a client can send it (RFC 6750 b64token): no CR, space or non-ASCII letter (each got 401 on every request)', () => {
+    for (const token of ['abcdefghijklmnopqrst\r', 'abcdefghijklmnop ', ' abcdefghijklmnop', 'abcdefgh ijklmnop', 'ключключключключ', 'abcdefghijklmnop\n', 'abcdefghijklmnop=x']) {
+      expect(() => loadConfig({ CONTINUITY_INGEST_TOKEN: token }), JSON.stringify(token)).toThrow(
+        expect.objectContaining({ code: 'CONT_ERR_CONFIG', message: expect.stringMatching(/CONTINUITY_INGEST_TOKEN\/--token.*RFC 6750/) }),
+      );
+    }
+    for (const token of ['serve-e2e-token-0123456789', 'aB3.x_y~z+w/Q-0123==', 'A'.repeat(512)]) expect(loadConfig({}, { ingestToken: token }).ingestToken).toBe(token);
+  });
 });
 
 describe('keyed hashing (HMAC-SHA-256, RFC 2104)', () => {

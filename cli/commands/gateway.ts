@@ -34,7 +34,7 @@ export function registerGateway(program: Command): void {
     .description('run the ingest gateway in front of Kafka (needs KAFKA_BROKERS; the consumer writes to the store)')
     .option('--host <host>', 'listen address', '127.0.0.1')
     .option('--port <port>', 'TCP port (0: any free port)', '4318')
-    .option('--token <token>', 'bearer token the POST routes require (env CONTINUITY_INGEST_TOKEN)')
+    .option('--token <token>', 'bearer token the POST routes require, at least 16 characters (env CONTINUITY_INGEST_TOKEN)')
     .option('--log-level <level>', 'kafkajs log level (stderr): nothing | error | warn | info | debug', 'nothing')
     .action(async (flags: GatewayFlags, cmd: Command) => {
       const config = configFrom({ ...cmd.optsWithGlobals(), ingestToken: flags.token });
