@@ -406,10 +406,11 @@ describe('cannot evaluate (exit code 2)', () => {
     const iso = (v: unknown) => isoMicros(parseTimeMicros(String(v))!);
     const nextDown = iso(rows.find((x) => x.boot_id === 'boot-roll-200')!.down_from);
     const r = await canary('roll', 'boot-roll-100');
-    expect(r.window).toMatchObject({ from: r.deploy!.down_from, to: nextDown, after_s: 900, next_restart_at: nextDown });
+    // (1 µs past it: the old instance's last response, at down_from, is in the window)
+    expect(r.window).toMatchObject({ from: r.deploy!.down_from, to: isoMicros(parseTimeMicros(nextDown)! + 1), after_s: 900, next_restart_at: nextDown });
     // the header says why the window is short, not "plus 900 s"
     expect(renderCanary(r, 'md')).toMatch(/Deploy window: .* s: the restart until the service's next restart, before --after's 900 s after the boot ended\)/);
-    expect(r.notes).toContainEqual(expect.stringMatching(new RegExp(`^The service restarted again [\\d.]+ s after this boot \\(boot-roll-200\\), before --after ended: the deploy window ends at that restart's down_from, ${nextDown.replace(/\./g, '\\.')}\\.$`)));
+    expect(r.notes).toContainEqual(expect.stringMatching(new RegExp(`^The service restarted again [\\d.]+ s after this boot \\(boot-roll-200\\), before --after ended: the deploy window ends with that restart's down_from, ${nextDown.replace(/\./g, '\\.')} \\(the last response before it, included\\)\\.$`)));
     // every read of the window stops there
     const windowReads = r.gates.flatMap((g) => g.queries).filter((q) => q.params.t_from !== undefined && Date.parse(String(q.params.t_from)) === Date.parse(r.window!.from));
     expect(windowReads.length).toBeGreaterThan(3);

@@ -820,13 +820,15 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
   const bootUs = at(deployRow);
   // The window ends --after past the boot, or where the service's next restart began
   // if that is sooner: the next deploy's gap and misses are that deploy's, not this
-  // one's (a break-it pass found them charged to both).
+  // one's (a break-it pass found them charged to both). That restart's down_from is
+  // this instance's last response, so the window includes it (1 µs past it): a
+  // refused miss served there was in no canary (a break-it pass, on the real capture).
   const afterUs = bootUs + Math.round(afterS * 1e6);
   const cut = next !== null && next.down_from > bootUs && next.down_from < afterUs ? next : null;
-  const endUs = cut ? cut.down_from : afterUs;
+  const endUs = cut ? cut.down_from + 1 : afterUs;
   if (cut) {
     notes.push(
-      `The service restarted again ${((cut.down_from - bootUs) / 1e6).toFixed(3)} s after this boot${cut.boot_id ? ` (${cut.boot_id})` : ''}, before --after ended: the deploy window ends at that restart's down_from, ${isoMicros(cut.down_from)}.`,
+      `The service restarted again ${((cut.down_from - bootUs) / 1e6).toFixed(3)} s after this boot${cut.boot_id ? ` (${cut.boot_id})` : ''}, before --after ended: the deploy window ends with that restart's down_from, ${isoMicros(cut.down_from)} (the last response before it, included).`,
     );
   }
   if (downUs >= endUs) {

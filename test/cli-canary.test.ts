@@ -92,6 +92,21 @@ describe('continuity canary, break-it cases', () => {
     expect(report.notes).toContain('The store holds events of several services (svc-a, svc-b) and no --service was given: the gates count the deploy\'s service, "svc-a" (--service names another scope).');
     expect(report.gates.find((g) => g.id === 'invalid_token_rate')!.value).toBe(0);
   });
+
+  it('the real capture’s first restart: its window holds the last refused miss before the next restart, at that restart’s down_from (a break-it pass: in no canary)', async () => {
+    // Ground truth (captures/caddy-sdk-restart, orchestrator-events.jsonl): the first
+    // restarted server refused 13 POSTs, 04:04:45.699 to 04:04:57.773, before its kill at
+    // 04:04:57.956; the proxy log's next gap starts after the 13th, its last response.
+    const dir = freshDir();
+    const CAPTURES = new URL('./fixtures/captures/caddy-sdk-restart/', import.meta.url).pathname;
+    const imported = await continuity(['import', 'caddy', `${CAPTURES}caddy-access.log`, '--errors', `${CAPTURES}caddy-error.log`], dir);
+    expect(imported.code, imported.stderr).toBe(0);
+    const r = await continuity(['canary', '--deploy', '2026-11-30T04:05:00Z', '--format', 'json'], dir);
+    const report = JSON.parse(r.stdout) as { window: { to: string; next_restart_at: string }; gates: Array<{ id: string; numbers: Record<string, number> }> };
+    expect(report.window).toMatchObject({ next_restart_at: '2026-11-30T04:04:57.773209Z', to: '2026-11-30T04:04:57.773210Z' });
+    // (the 13th's next request is past the window: "nothing" within it)
+    expect(report.gates.find((g) => g.id === 'refused_after_boot')!.numbers).toMatchObject({ refused_misses: 13, next_same_session_again: 12, next_nothing: 1 });
+  });
 });
 
 describe('continuity canary', () => {
