@@ -35,6 +35,12 @@ const program = new Command('continuity')
       if (typeof value === 'string' && names.has(value.split('=')[0]!)) {
         throw new ContinuityError('CONT_ERR_CONFIG', `${option.long ?? option.short} took ${value} as its value: give ${option.long ?? option.short} a value of its own`);
       }
+      // An empty value (an unset shell variable: `--from "$START"`) is no value: `report
+      // --from ""` reported over all time and `serve --host ""` listened on every address
+      // (a break-it pass). Leaving the option out is how to say "none".
+      if (value === '' && option.required && command.getOptionValueSource(option.attributeName()) === 'cli') {
+        throw new ContinuityError('CONT_ERR_CONFIG', `${option.long ?? option.short} is empty: give it a value, or leave it out`);
+      }
     }
   });
 

@@ -235,6 +235,18 @@ describe('bad input through the CLI', () => {
     }
   });
 
+  it('refuses an empty option value (an unset shell variable) instead of taking it as none (exit 2)', async () => {
+    // (`report --from ""` reported over all time and `serve --host ""` listened on every
+    // address: a break-it pass)
+    const dir = freshDir();
+    for (const args of [['report', '--from', ''], ['report', '--to=', '--json'], ['serve', '--host', '', '--port', '0'], ['canary', '--deploy', 'latest', '--service', '']]) {
+      const r = await continuity(args, dir);
+      expect(r.code, args.join(' ')).toBe(2);
+      const flag = args.find((a) => a.startsWith('--') && (a.endsWith('=') || args[args.indexOf(a) + 1] === ''))!.replace(/=$/, '');
+      expect(r.stderr).toContain(`error CONT_ERR_CONFIG: invalid configuration: ${flag} is empty: give it a value, or leave it out`);
+    }
+  });
+
   it('exits non-zero only when nothing could be read, with a coded error', async () => {
     const dir = freshDir();
     const junk = join(dir, 'junk.log');
