@@ -445,6 +445,13 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
     expect(params('session_continuity')).toContain('mcp_paths Array(String) = ["/mcp"]');
     expect(params('auth_challenges')).toContain('auth_window_s Float64 = 60');
     expect(params('restarts')).toBe(`  params: t_from DateTime64(6, 'UTC') = "1970-01-01 00:00:00", t_to DateTime64(6, 'UTC') = "2200-01-01 00:00:00", service String = "", environment String = "", mcp_paths Array(String) = ["/mcp"]`);
+    // --format json: the document GET /api/queries answers, the same defaults (a break-it pass: --format was ignored)
+    const listedJson = await withEnv({ CONTINUITY_REMINT_WINDOW_S: '4.5', CONTINUITY_MCP_PATHS: '/mcp' }, ['query', '--list', '--format', 'json']);
+    expect(listedJson.code, listedJson.stderr).toBe(0);
+    const doc = JSON.parse(listedJson.stdout) as { queries: Array<{ name: string; params: Record<string, string>; defaults: Record<string, unknown>; columns: Record<string, string> }> };
+    expect(doc.queries.map((q) => q.name)).toEqual(listed.stdout.split('\n').filter((l) => /^\w+: /.test(l)).map((l) => l.split(':')[0]));
+    expect(doc.queries.find((q) => q.name === 'session_continuity')!.defaults).toMatchObject({ window_s: 4.5, mcp_paths: ['/mcp'] });
+    expect((await withEnv({}, ['query', '--list', '--format', 'csv'])).stderr).toContain('--list prints a table or json (got --format "csv")');
     const bad = await withEnv({ CONTINUITY_REMINT_WINDOW_S: '-1' }, ['report']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('CONT_ERR_CONFIG');

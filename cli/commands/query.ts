@@ -4,7 +4,7 @@ import { configFrom, parseParams, withStore } from '../context.ts';
 import { ContinuityError } from '../../core/errors.ts';
 import { formatRows, type RowFormat } from '../format.ts';
 
-/** `continuity query <name> [--param k=v…] [--format table|json|csv]`, `continuity query --list`. */
+/** `continuity query <name> [--param k=v…] [--format table|json|csv]`, `continuity query --list [--format table|json]` (json: the document `GET /api/queries` answers). */
 export function registerQuery(program: Command): void {
   program
     .command('query')
@@ -16,6 +16,13 @@ export function registerQuery(program: Command): void {
     .action(async (name: string | undefined, opts: { param: string[]; format: RowFormat; list?: boolean; dataDir?: string }, cmd: Command) => {
       if (opts.list || !name) {
         const config = configFrom(cmd.optsWithGlobals());
+        if (opts.format === 'json') {
+          // the document `GET /api/queries` answers (a break-it pass: --format was ignored)
+          const queries = Object.values(NAMED_QUERIES).map((q) => ({ name: q.name, description: q.description, params: q.paramTypes, defaults: paramDefaults(q.name, config), columns: q.columns }));
+          process.stdout.write(JSON.stringify({ queries }, null, 2) + '\n');
+          return;
+        }
+        if (opts.format !== 'table') throw new ContinuityError('CONT_ERR_CONFIG', `--list prints a table or json (got --format ${JSON.stringify(opts.format)})`);
         for (const q of Object.values(NAMED_QUERIES)) {
           // each parameter with its default (the deployment's settings included)
           const defaults = paramDefaults(q.name, config);
