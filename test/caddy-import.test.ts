@@ -327,5 +327,9 @@ describe('nothing imported', () => {
       thrown = err;
     }
     expect(isContinuityError(thrown, 'CONT_ERR_NOTHING_IMPORTED')).toBe(true);
+    // the counts in the message add up to the lines read (blank ones were left out)
+    const l = report.lines;
+    expect((thrown as Error).message).toMatch(new RegExp(`: ${l.read} lines read, ${l.skipped} skipped, ${l.blank} blank$`));
+    expect(l.skipped + l.blank + l.parsed + l.rejected).toBe(l.read);
   });
 });

@@ -577,7 +577,8 @@ export function assertSomethingImported(report: ImportReport): void {
     .join(', ');
   throw new ContinuityError(
     'CONT_ERR_NOTHING_IMPORTED',
-    `${report.lines.read} lines read, ${report.lines.skipped} skipped${reasons ? `, rejected: ${reasons}` : ''}`,
+    // (blank lines named too, so that the counts add up to the lines read: a newcomer pass)
+    `${report.lines.read} lines read, ${report.lines.skipped} skipped, ${report.lines.blank} blank${reasons ? `, rejected: ${reasons}` : ''}`,
     { details: { lines: report.lines, rejects_by_reason: report.rejects_by_reason, rejects: report.rejects.slice(0, 10) } },
   );
 }
