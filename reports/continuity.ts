@@ -23,8 +23,8 @@ export interface LineCounts {
    */
   expired?: 'all' | 'some';
   /**
-   * The store's retention, days (0: kept for ever): with `expired`, the one those lines
-   * are older than; with scope `store`, the one the store keeps now.
+   * The store's retention, days (0: kept for ever), the one it keeps now; with
+   * `expired`, the one those lines are older than. Absent: not read (`continuity import`).
    */
   retention_days?: number;
   /**

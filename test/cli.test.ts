@@ -66,6 +66,10 @@ describe('continuity analyze on the real captures (README command 1)', () => {
     expect(JSON.parse(again.stdout).refused_misses.total).toBe(25);
     // the same content again is no other input: the report is this log's
     expect(report.lines.others).toEqual({ lines: 0, server_events: 0 });
+    // the store's retention, as `report --json` gives it
+    const stored = JSON.parse((await continuity(['report', '--json'], dir)).stdout) as { lines: { retention_days: number } };
+    expect(report.lines.retention_days).toBe(stored.lines.retention_days);
+    expect(Number.isInteger(report.lines.retention_days)).toBe(true);
     expect(JSON.parse(again.stdout).lines.others).toEqual({ lines: 0, server_events: 0 });
     expect(JSON.parse(again.stdout).findings.filter((f: string) => f.includes('whole store'))).toEqual([]);
     const count = await continuity(['sql', 'SELECT count() AS n, uniqExact(event_id) AS u FROM events', '--format', 'json'], dir);

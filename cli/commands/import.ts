@@ -279,7 +279,9 @@ export function registerAnalyze(program: Command): void {
         skipped: l.skipped + l.blank,
         scope: 'import',
         others,
-        ...(expired === null ? {} : { expired, retention_days: retention.days }),
+        // (the store's retention always, as `report` gives it: a newcomer pass missed it here)
+        retention_days: retention.days,
+        ...(expired === null ? {} : { expired }),
       });
     });
     if (report === undefined) return; // interrupted: runImport said so and set the exit status
