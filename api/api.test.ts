@@ -236,6 +236,12 @@ describe('GET /api/report', () => {
     expect(report.findings.length).toBeGreaterThan(0);
   });
 
+  it("names the request's own mcp_paths where it matches no proxy line (a newcomer pass: the unset CONTINUITY_MCP_PATHS was blamed)", async () => {
+    const res = await get(`/api/report?service=${SERVICE}&mcp_paths=/nowhere`);
+    expect(res.statusCode).toBe(200);
+    expect(res.json().findings[0]).toMatch(/^The mcp_paths parameter \(\/nowhere\) matches no proxy line in this range; .*correct the mcp_paths parameter, or leave it out/);
+  });
+
   it('refuses parameters no query takes', async () => {
     const res = await get('/api/report?servise=x');
     expect(res.statusCode).toBe(400);

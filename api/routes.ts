@@ -172,7 +172,8 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     if (unknown.length > 0) {
       throw new ContinuityError('CONT_ERR_QUERY_PARAM', `the report takes no parameter ${unknown.join(', ')}; it takes ${[...REPORT_PARAMS].join(', ')}`);
     }
-    return buildContinuityReport(store, withQueryDefaults(undefined, params, options.queryDefaults ?? {}));
+    // (a request's own mcp_paths is named as such where it matches no proxy line)
+    return buildContinuityReport(store, withQueryDefaults(undefined, params, options.queryDefaults ?? {}), undefined, 'mcp_paths' in params ? 'mcp_paths' : undefined);
   });
 
   // The canary report of `continuity canary`, for a pipeline while this process owns the

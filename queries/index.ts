@@ -1,3 +1,3 @@
 /** Named queries (DESIGN §4): SQL files with bound {name:Type} parameters, their params and row shapes. */
 export { analysisSettings, authOkForm, NAMED_QUERIES, CommonParams, INTERNAL_PARAM_TYPES, bindParams, checkMcpPaths, checkReportParams, countChallenges, countSessionOutcomes, countSessionsAcross, eventSpan, bindInternalParams, getQuery, listServerRestarts, NARROWED_QUERIES, paramDefaults, querySql, resolveQuerySql, resolveEndpointPaths, runQuery, wholeHours, withFragments, withQueryDefaults } from './registry.ts';
-export type { ChallengeCount, EndpointPathsMemo, EventSpan, McpPathsCheck, NamedQuery, QueryDefaults, RestartSpan, ServerRestart, SessionOutcomes } from './registry.ts';
+export type { ChallengeCount, EndpointPathsMemo, EventSpan, McpPathsCheck, McpPathsSetting, NamedQuery, QueryDefaults, RestartSpan, ServerRestart, SessionOutcomes } from './registry.ts';

@@ -741,10 +741,13 @@ export interface McpPathsCheck {
  * @param params the common parameters (CommonParams: t_from, t_to, service,
  *   environment, mcp_paths), raw (as a caller gives them) or bound.
  * @param where where the lines were looked for, for the warning ("in this range").
+ * @param setting where the paths came from, named by the warning: the deployment's
+ *   CONTINUITY_MCP_PATHS (default), or a request's own `mcp_paths` parameter (a newcomer
+ *   pass: `/api/report?mcp_paths=/mcp/` blamed the environment variable, which was unset).
  * @returns null when `mcp_paths` is empty, else the check.
  * @throws ContinuityError CONT_ERR_QUERY_PARAM for a bad common parameter, or a store error.
  */
-export async function checkMcpPaths(store: Store, params: Record<string, unknown>, where = 'in this range'): Promise<McpPathsCheck | null> {
+export async function checkMcpPaths(store: Store, params: Record<string, unknown>, where = 'in this range', setting: McpPathsSetting = 'CONTINUITY_MCP_PATHS'): Promise<McpPathsCheck | null> {
   const bound = bindCheckParams('mcp_paths check', params);
   const configured = bound.mcp_paths as string[];
   if (configured.length === 0) return null;
@@ -756,7 +759,7 @@ export async function checkMcpPaths(store: Store, params: Record<string, unknown
   const endpointCount = Number(row?.endpoint_count ?? 0);
   const verdict = matched.length === 0 ? (endpointCount > 0 ? 'none_match' : 'ok') : unmatched.length > 0 ? 'some_unmatched' : 'ok';
   const check = { configured, matched, unmatched, endpoints, endpoint_count: endpointCount, verdict } as const;
-  return { ...check, warning: mcpPathsWarning(check, where) };
+  return { ...check, warning: mcpPathsWarning(check, where, setting) };
 }
 
 /** A check's own parameters: their schema, their ClickHouse types, and the values given. */
@@ -954,18 +957,24 @@ export async function countChallenges(store: Store, params: Record<string, unkno
   return rows.map((r) => ({ challenge_class: r.challenge_class, http_status: Number(r.http_status), challenges: Number(r.challenges) }));
 }
 
-function mcpPathsWarning(c: Omit<McpPathsCheck, 'warning'>, where: string): string | null {
+/** Where configured MCP endpoint paths came from ({@link checkMcpPaths}'s warning names it). */
+export type McpPathsSetting = 'CONTINUITY_MCP_PATHS' | 'mcp_paths';
+
+function mcpPathsWarning(c: Omit<McpPathsCheck, 'warning'>, where: string, setting: McpPathsSetting): string | null {
   const more = c.endpoint_count > c.endpoints.length ? ` (and ${c.endpoint_count - c.endpoints.length} more path(s) with MCP session headers)` : '';
+  const named = setting === 'mcp_paths' ? 'The mcp_paths parameter' : 'CONTINUITY_MCP_PATHS';
   if (c.verdict === 'none_match') {
     return (
-      `CONTINUITY_MCP_PATHS (${sayPaths(c.configured)}) matches no proxy line ${where}; the proxy log's MCP endpoint looks like ${sayPaths(c.endpoints)}${more}. ` +
-      'The proxy-derived numbers count nothing: correct CONTINUITY_MCP_PATHS (or the mcp_paths parameter), or leave it unset to infer the endpoint.'
+      `${named} (${sayPaths(c.configured)}) matches no proxy line ${where}; the proxy log's MCP endpoint looks like ${sayPaths(c.endpoints)}${more}. ` +
+      (setting === 'mcp_paths'
+        ? 'The proxy-derived numbers count nothing: correct the mcp_paths parameter, or leave it out to infer the endpoint.'
+        : 'The proxy-derived numbers count nothing: correct CONTINUITY_MCP_PATHS (or the mcp_paths parameter), or leave it unset to infer the endpoint.')
     );
   }
   if (c.verdict === 'some_unmatched') {
     const verb = (paths: readonly string[], one: string, several: string) => (paths.length === 1 ? one : several);
     return (
-      `CONTINUITY_MCP_PATHS: ${sayPaths(c.unmatched)} ${verb(c.unmatched, 'matches', 'match')} no proxy line ${where} (${sayPaths(c.matched)} ${verb(c.matched, 'does', 'do')}); ` +
+      `${named}: ${sayPaths(c.unmatched)} ${verb(c.unmatched, 'matches', 'match')} no proxy line ${where} (${sayPaths(c.matched)} ${verb(c.matched, 'does', 'do')}); ` +
       `the proxy-derived numbers count only ${sayPaths(c.matched)}.` +
       (c.endpoints.length ? ` The proxy log also shows MCP session headers on ${sayPaths(c.endpoints)}${more}, not counted.` : '')
     );

@@ -1,4 +1,4 @@
-import { checkMcpPaths, checkReportParams, runQuery, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, checkReportParams, runQuery, type McpPathsCheck, type McpPathsSetting } from '../queries/index.ts';
 import { retentionDaysOf, type Store } from '../store/index.ts';
 import { formatTimeMicros, parseTimeMicros } from '../core/time.ts';
 
@@ -107,9 +107,11 @@ function tally(rows: Array<Record<string, unknown>>, key: string, value: string)
 /**
  * Builds the report by running the named queries.
  * @param lines import line counts; when omitted, the store's ({@link importedLineCounts}).
+ * @param pathsSetting where `mcp_paths` came from, for the finding when it matches no
+ *   proxy line: CONTINUITY_MCP_PATHS (default) or a request's own `mcp_paths`.
  * @throws ContinuityError from the store or for bad parameters.
  */
-export async function buildContinuityReport(store: Store, params: ReportParams = {}, lines?: LineCounts): Promise<ContinuityReport> {
+export async function buildContinuityReport(store: Store, params: ReportParams = {}, lines?: LineCounts, pathsSetting?: McpPathsSetting): Promise<ContinuityReport> {
   // a bad parameter is the report's error, named as given (not by the query that bound it first)
   checkReportParams(params);
   const windowParams = { ...params };
@@ -123,7 +125,7 @@ export async function buildContinuityReport(store: Store, params: ReportParams =
     runQuery(store, 'auth_challenges', pick(windowParams, 'auth_window_s', 'loop_min')),
     runQuery(store, 'settlements', common),
     // last, so that for a bad parameter the named query's error is the one reported
-    checkMcpPaths(store, common),
+    checkMcpPaths(store, common, undefined, pathsSetting),
   ]);
   function pick(p: ReportParams, ...extra: string[]): ReportParams {
     return { ...common, ...Object.fromEntries(Object.entries(p).filter(([k]) => extra.includes(k))) };

@@ -50,6 +50,16 @@ function report(mcp_paths?: string, extra: Record<string, unknown> = {}): Return
 }
 
 describe('configured MCP endpoint paths that match no proxy line (CONTINUITY_MCP_PATHS, mcp_paths)', () => {
+  it("name a request's own mcp_paths as the parameter, not the environment variable (a newcomer pass: an unset variable was blamed)", async () => {
+    const r = await buildContinuityReport(t.store, { service: 'restart', mcp_paths: '/mcp/' }, LINES, 'mcp_paths');
+    expect(r.findings[0]).toBe(
+      "The mcp_paths parameter (/mcp/) matches no proxy line in this range; the proxy log's MCP endpoint looks like /mcp. " +
+        'The proxy-derived numbers count nothing: correct the mcp_paths parameter, or leave it out to infer the endpoint.',
+    );
+    const some = await checkMcpPaths(t.store, { service: 'restart', mcp_paths: '/mcp,/v2/mcp' }, 'in this range', 'mcp_paths');
+    expect(some?.warning).toMatch(/^The mcp_paths parameter: \/v2\/mcp matches no proxy line in this range \(\/mcp does\)/);
+  });
+
   it('put a warning naming both paths first, and never "no problems found"', async () => {
     const r = await report('/mcp/');
     expect(r.refused_misses.total).toBe(0); // what the setting does: the proxy log is not read

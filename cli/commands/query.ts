@@ -42,7 +42,7 @@ export function registerQuery(program: Command): void {
           rows: await runQuery(store, q.name, given),
           // configured MCP paths that match no proxy line make every proxy-derived row
           // vanish: said on stderr, as the report does ("(no rows)" alone: a newcomer pass)
-          paths: 'mcp_paths' in q.paramTypes ? await checkMcpPaths(store, given) : null,
+          paths: 'mcp_paths' in q.paramTypes ? await checkMcpPaths(store, given, undefined, 'mcp_paths' in params ? 'mcp_paths' : undefined) : null,
         }),
         { read: true },
       );
