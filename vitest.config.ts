@@ -8,6 +8,11 @@ export default defineConfig({
     pool: 'forks',
     include: ['**/*.test.ts'],
     exclude: ['node_modules/**', 'dist/**'],
+    // Every process a test starts keeps events for ever unless the test says otherwise:
+    // the captures are from 2026-11-30, and under the default 90-day retention their
+    // lines would be dropped as they are written from 2027-02-28 on (test/helpers/store.ts
+    // does the same for the stores tests open in process).
+    env: { CONTINUITY_RETENTION_DAYS: '0' },
     testTimeout: 60_000,
     hookTimeout: 120_000,
   },

@@ -127,6 +127,8 @@ describe('a signal during `import caddy -`', () => {
 });
 
 describe('retention', () => {
+  // the store's own default (90 days when created): vitest.config.ts sets 0 for every test
+  const dflt = { CONTINUITY_RETENTION_DAYS: undefined };
   it('warns when the input is older than the retention, and keeps it with CONTINUITY_RETENTION_DAYS=0', async () => {
     const old = readFileSync(ACCESS, 'utf8')
       .trim()
@@ -138,7 +140,7 @@ describe('retention', () => {
       .join('\n');
     const dir = freshDir();
     // analyze says why there is nothing to judge (a newcomer pass: it pointed at --from/--to)
-    const analyzed = await continuity(['analyze', '-', '--json', '--data-dir', freshDir()], old);
+    const analyzed = await continuity(['analyze', '-', '--json', '--data-dir', freshDir()], old, dflt);
     expect(analyzed.code, analyzed.stderr).toBe(0);
     const report = JSON.parse(analyzed.stdout) as { lines: Record<string, unknown>; findings: string[] };
     expect(report.lines).toMatchObject({ parsed: 47, expired: 'all', retention_days: 90 });
@@ -152,21 +154,21 @@ describe('retention', () => {
     const lines = readFileSync(ACCESS, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { ts: number });
     const shift = Date.now() / 1000 - 60 - lines.at(-1)!.ts;
     const mixed = lines.map((e, i) => JSON.stringify({ ...e, ts: e.ts + shift - (i < 5 ? 200 * 86_400 : 0) })).join('\n');
-    const part = await continuity(['analyze', '-', '--json', '--data-dir', freshDir()], mixed);
+    const part = await continuity(['analyze', '-', '--json', '--data-dir', freshDir()], mixed, dflt);
     expect(part.code, part.stderr).toBe(0);
     const partReport = JSON.parse(part.stdout) as { lines: Record<string, unknown>; findings: string[]; refused_misses: { total: number } };
     expect(partReport.lines).toMatchObject({ expired: 'some', retention_days: 90 });
     expect(partReport.findings[0]).toMatch(/^Some lines of this input are older than the store's 90-day retention: /);
     expect(partReport.refused_misses.total).toBe(25);
-    const r = await continuity(['import', 'caddy', '-', '--data-dir', dir], old);
+    const r = await continuity(['import', 'caddy', '-', '--data-dir', dir], old, dflt);
     expect(r.code, r.stderr).toBe(0);
     expect(r.stderr).toMatch(/every entry of this input .* is older than the 90-day retention/);
     // The engine drops expired rows in a merge it schedules right after the write (the
     // new part holds only expired rows), not in the write itself: a count straight after
     // the import can still see them for a moment (1 of 40 tries on a loaded machine).
-    await expect.poll(() => count(dir), { timeout: 30_000, interval: 500 }).toMatch(/\n0,0$/);
+    await expect.poll(() => count(dir, dflt), { timeout: 30_000, interval: 500 }).toMatch(/\n0,0$/);
     // a later report says the retention dropped them (it blamed the filters: a newcomer pass)
-    const later = await continuity(['report', '--json', '--data-dir', dir], '');
+    const later = await continuity(['report', '--json', '--data-dir', dir], '', dflt);
     expect(later.code, later.stderr).toBe(0);
     const laterReport = JSON.parse(later.stdout) as { lines: Record<string, unknown>; findings: string[] };
     expect(laterReport.lines).toMatchObject({ parsed: 47, scope: 'store', retention_days: 90 });
@@ -178,7 +180,7 @@ describe('retention', () => {
     // report said 47 written: a newcomer pass)
     const again = await continuity(['import', 'caddy', '-', '--data-dir', dir], old, { CONTINUITY_RETENTION_DAYS: '0' });
     expect(again.code, again.stderr).toBe(0);
-    expect(await count(dir)).toMatch(/\n47,47$/);
+    expect(await count(dir, dflt)).toMatch(/\n47,47$/);
 
     const keep = freshDir();
     const k = await continuity(['import', 'caddy', '-', '--data-dir', keep], old, { CONTINUITY_RETENTION_DAYS: '0' });
@@ -192,7 +194,7 @@ describe('retention', () => {
       { CONTINUITY_RETENTION_DAYS: undefined },
     );
     expect(ttl.stdout.trim(), ttl.stderr).toMatch(/\n0$/);
-    expect(await count(keep)).toMatch(/\n47,47$/);
+    expect(await count(keep, dflt)).toMatch(/\n47,47$/);
     // any command that opens the store with the variable set applies it, a read too: it
     // says so on stderr (a store created by the command says nothing: above)
     const shorter = await continuity(['sql', 'SELECT 1', '--format', 'csv', '--data-dir', keep], '', { CONTINUITY_RETENTION_DAYS: '30' });

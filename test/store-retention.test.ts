@@ -16,7 +16,7 @@ import { openTestStore, type TestStore } from './helpers/store.ts';
 
 let t: TestStore;
 beforeAll(async () => {
-  t = await openTestStore('retention');
+  t = await openTestStore('retention', { CONTINUITY_RETENTION_DAYS: undefined }) /* the store's own default retention (90 days) */;
 });
 afterAll(async () => {
   await t?.close();

@@ -24,7 +24,7 @@ const TOKEN = 'test-ingest-token';
 const auth = { authorization: `Bearer ${TOKEN}` };
 
 beforeAll(async () => {
-  t = await openTestStore('gateway');
+  t = await openTestStore('gateway', { CONTINUITY_RETENTION_DAYS: undefined }) /* the store's own default retention (90 days) */;
   transport = createInProcessTransport(t.store, { flushIntervalMs: 50 });
   ({ app } = await createGateway({ sink: transport, mapOtlpRecord, bearerToken: TOKEN, maxBodyBytes: 10 * 1024 * 1024 }));
   await app.listen({ host: '127.0.0.1', port: 0 });
