@@ -216,7 +216,7 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
   ),
   proxy_traffic: define(
     'proxy_traffic',
-    'Requests to the MCP endpoint as the proxy saw them, per service: upstream 2xx, proxy-generated 5xx, refused misses, challenges (rates where no server recorded arrivals).',
+    'Requests to the MCP endpoint as the proxy saw them, per service: ok (upstream 2xx delivered whole: a response the proxy logged an upstream error for, a stream the restart cut, is not ok), proxy-generated 5xx, refused misses, challenges (rates where no server recorded arrivals).',
     {},
     {},
     {

@@ -1384,7 +1384,7 @@ function proportionBounds(e: Evidence, confidence: number, target: number): Prop
       : bound(
           'requests_succeeded',
           'requests in the deploy window that succeeded',
-          'trials: requests to the MCP endpoint in the proxy log in the deploy window; successes: upstream 2xx (no server events)',
+          'trials: requests to the MCP endpoint in the proxy log in the deploy window; successes: upstream 2xx delivered whole (not a response the upstream\'s death cut; no server events)',
           'proxy',
           sum(trafficW.rows, 'ok'),
           proxyRequestsW,

@@ -102,10 +102,17 @@ describe('continuity canary, break-it cases', () => {
     const imported = await continuity(['import', 'caddy', `${CAPTURES}caddy-access.log`, '--errors', `${CAPTURES}caddy-error.log`], dir);
     expect(imported.code, imported.stderr).toBe(0);
     const r = await continuity(['canary', '--deploy', '2026-11-30T04:05:00Z', '--format', 'json'], dir);
-    const report = JSON.parse(r.stdout) as { window: { to: string; next_restart_at: string }; gates: Array<{ id: string; numbers: Record<string, number> }> };
+    const report = JSON.parse(r.stdout) as {
+      window: { to: string; next_restart_at: string };
+      gates: Array<{ id: string; numbers: Record<string, number> }>;
+      bounds: Array<{ id: string; successes: number; trials: number }>;
+    };
     expect(report.window).toMatchObject({ next_restart_at: '2026-11-30T04:04:57.773209Z', to: '2026-11-30T04:04:57.773210Z' });
     // (the 13th's next request is past the window: "nothing" within it)
     expect(report.gates.find((g) => g.id === 'refused_after_boot')!.numbers).toMatchObject({ refused_misses: 13, next_same_session_again: 12, next_nothing: 1 });
+    // no request of the window succeeded: its one 200, the GET stream at its start, was cut
+    // when the server died (upstream_error incomplete_response; a break-it pass counted it)
+    expect(report.bounds.find((b) => b.id === 'requests_succeeded')).toMatchObject({ successes: 0, trials: 19 });
   });
 });
 
