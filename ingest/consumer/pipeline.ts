@@ -14,7 +14,7 @@
  *
  * A batch is a contiguous offset range `[first, last]` of ONE partition. Its events go
  * to `events` in one INSERT carrying `insert_deduplication_token =
- * topic:partition:first-last` ({@link dedupToken}); dead letters go to the dead-letter
+ * topic:partition:first-last:content` ({@link dedupToken}); dead letters go to the dead-letter
  * topic and the `dead_letters` table, once per offset. The pipeline knows nothing of
  * consumer groups: the runner (runner.ts) decides the ranges, records its intent to
  * write a range before {@link runBatch} writes it, and commits offsets after.
@@ -205,7 +205,11 @@ export function prepare(range: MessageRange, ctx: Pick<PipelineContext, 'maxMess
   const deadLetters: DeadLetter[] = [];
   const drops: Partial<Record<DropReason, number>> = {};
   const seen = new Set<string>();
+  const content = createHash('sha256');
   for (const message of range.messages) {
+    // (each record's length, then its bytes: records split differently digest differently)
+    content.update(`${message.value?.length ?? -1}:`);
+    if (message.value) content.update(message.value);
     const outcome = step(message, ctx.maxMessageBytes, seen);
     switch (outcome.kind) {
       case 'ok': {
@@ -226,7 +230,8 @@ export function prepare(range: MessageRange, ctx: Pick<PipelineContext, 'maxMess
         throw outcome.error; // no per-message step retries
     }
   }
-  return { range, token: dedupToken(range.topic, range.partition, range.first, range.last), rows, rowMessages, rowTs, oldestTs, deadLetters, drops };
+  const token = dedupToken(range.topic, range.partition, range.first, range.last, content.digest('hex').slice(0, 16));
+  return { range, token, rows, rowMessages, rowTs, oldestTs, deadLetters, drops };
 }
 
 /**
@@ -342,12 +347,19 @@ export async function write(batch: PreparedBatch, targets: WriteTargets): Promis
 // ---------------------------------------------------------------------------
 
 /**
- * The insert deduplication token of a range: `topic:partition:first-last`. Topic names
- * that would make it longer than the store's 200-character limit are replaced by the
- * first 24 hex digits of their SHA-256.
+ * The insert deduplication token of a range: `topic:partition:first-last:content`, where
+ * `content` is a digest of the range's records (16 hex digits of SHA-256 over each
+ * record's length and bytes). A replay of the range reads the same records and gets the
+ * same token, so the store drops its insert; a topic deleted and created again (or a
+ * broker whose data was wiped) numbers new records from 0 again, and by offsets alone
+ * their batches took the tokens of the old ones and were dropped as copies, offsets
+ * committed (a break-it pass: 100 acknowledged events lost). Topic names that would make
+ * it longer than the store's 200-character limit are replaced by the first 24 hex digits
+ * of their SHA-256.
+ * @param content the records' digest ('' for none: the token is then the range alone).
  */
-export function dedupToken(topic: string, partition: number, first: bigint, last: bigint): string {
-  const tail = `:${partition}:${first}-${last}`;
+export function dedupToken(topic: string, partition: number, first: bigint, last: bigint, content = ''): string {
+  const tail = `:${partition}:${first}-${last}${content ? `:${content}` : ''}`;
   const name = topic.length + tail.length <= 160 ? topic : createHash('sha256').update(topic).digest('hex').slice(0, 24);
   return `${name}${tail}`;
 }

@@ -7,7 +7,7 @@
  * most one range is ever written but not committed, and the group's committed record
  * names it:
  *   1. before writing `[a, b]`, commit offset `a` with metadata `continuity/1 intent a-b`;
- *   2. insert with `insert_deduplication_token = topic:partition:a-b`;
+ *   2. insert with `insert_deduplication_token = topic:partition:a-b:content` (a digest of the records);
  *   3. commit offset `b + 1` with metadata `continuity/1 done a-b`.
  * Whoever consumes the partition next (this process after a restart, another member
  * after a rebalance) reads the committed record first. If it holds an intent, its first
