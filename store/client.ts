@@ -577,6 +577,13 @@ export const MAX_SQL_ROWS = 1_000_000;
  * e.g. as CANNOT_WRITE_TO_FILE_DESCRIPTOR. Other I/O errors are not matched.
  */
 const DISK_FULL = /NOT_ENOUGH_SPACE|\bCode: 243\.|not enough space|No space left on device|\bENOSPC\b|errno: 28\b|Disk quota exceeded|\bEDQUOT\b|errno: 122\b/i;
+/**
+ * The data directory refused a write: a read-only mount or lost permissions (EROFS,
+ * EACCES). Like a full disk, the same write succeeds once that is mended, so it is
+ * retriable: as a rejected statement, `serve`'s writer dropped every batch it had
+ * acknowledged and the consumer stopped (a break-it pass: 50 events lost).
+ */
+const NOT_WRITABLE = /Read-only file system|\bEROFS\b|errno: 30\b|Permission denied|\bEACCES\b|errno: 13\b/i;
 
 /**
  * The engine's name for an error (`READONLY`, `TIMEOUT_EXCEEDED`, …: ClickHouse's
@@ -603,7 +610,8 @@ function readonlyMessage(message: string): string {
  * at `location` (data directory or server URL):
  * - a full disk ({@link DISK_FULL}) → CONT_ERR_STORE_UNAVAILABLE (retriable: the same
  *   write succeeds once space is freed), saying so and naming the directory or server,
- *   `details.reason = 'disk_full'`;
+ *   `details.reason = 'disk_full'`; a data directory that cannot be written (EROFS,
+ *   EACCES) → CONT_ERR_STORE_UNAVAILABLE too (retriable), `details.reason = 'not_writable'`;
  * - a write under readonly=1 → CONT_ERR_READONLY; rows both inline and on stdin →
  *   CONT_ERR_STORE_STDIN; a connection that failed or closed (an error that is not the
  *   engine's) → CONT_ERR_STORE_UNAVAILABLE;
@@ -628,6 +636,13 @@ export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'lo
     return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${where}: ${firstLine(message).trim()}`, {
       cause: err,
       details: { ...(store.mode === 'embedded' ? { dataDir: store.location } : { url: store.location }), reason: 'disk_full' },
+    });
+  }
+  if (NOT_WRITABLE.test(message)) {
+    const where = store.mode === 'embedded' ? `the data directory ${store.location} cannot be written (read-only or not permitted)` : `the ClickHouse server ${store.location} cannot write its data`;
+    return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${where}: ${firstLine(message).trim()}`, {
+      cause: err,
+      details: { ...(store.mode === 'embedded' ? { dataDir: store.location } : { url: store.location }), reason: 'not_writable' },
     });
   }
   if (/readonly mode|READONLY/i.test(message) || type === 'READONLY') {

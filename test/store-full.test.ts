@@ -74,6 +74,15 @@ describe('the engine refusing a write for want of space', () => {
     expect(server.message).toMatch(/the ClickHouse server http:\/\/ch:8123 has no space left/);
   });
 
+  it.each([
+    ['a part directory on a read-only mount', 'Code: 1001. DB::Exception: std::__1::__fs::filesystem::filesystem_error: filesystem error: in create_directories: Read-only file system ["/d/clickhouse/store/a/b/tmp_insert_all_1_1_0/"]. (STD_EXCEPTION)'],
+    ['a file write refused', 'Code: 76. DB::ErrnoException: Cannot open file /d/clickhouse/store/a/b/tmp_insert_all_1_1_0/data.bin, errno: 13, strerror: Permission denied. (CANNOT_OPEN_FILE)'],
+  ])('classifies %s as the store unavailable, retriable (a break-it pass: serve dropped what it had acknowledged)', (_what, text) => {
+    const e = classifyStoreError(new Error(text), { mode: 'embedded', location: '/d' }, 'INSERT INTO events');
+    expect(e).toMatchObject({ code: 'CONT_ERR_STORE_UNAVAILABLE', retriable: true, details: { reason: 'not_writable', dataDir: '/d' } });
+    expect(e.message).toMatch(/the data directory \/d cannot be written \(read-only or not permitted\): /);
+  });
+
   it('leaves other write failures as they were (an I/O error that is not about space stays a rejected statement)', () => {
     const io = classifyStoreError(new Error('Code: 75. DB::ErrnoException: Cannot write to file /d/x.bin, errno: 5, strerror: Input/output error. (CANNOT_WRITE_TO_FILE_DESCRIPTOR)'), { mode: 'embedded', location: '/d' }, 'INSERT');
     expect(io.code).toBe('CONT_ERR_STORE_QUERY');
