@@ -249,6 +249,29 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     expect(await stored("service = 'otlp-deep'")).toBe(3);
   });
 
+  it('reads a boolValue as JSON true/false or the strings "true"/"false", and refuses the record for anything else (a break-it pass: "false" stored true)', async () => {
+    const ts = String(Date.now() * 1_000_000);
+    const record = (id: string, value: string) =>
+      `{"timeUnixNano":"${ts}","eventName":"arrival","attributes":[{"key":"continuity.arrival_id","value":{"stringValue":"${id}"}},{"key":"continuity.has_credential","value":{"boolValue":${value}}}]}`;
+    const body = `{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"otlp-bool"}}]},"scopeLogs":[{"logRecords":[${[
+      record('b-true', 'true'),
+      record('b-false', 'false'),
+      record('b-str-false', '"false"'),
+      record('b-str-true', '"true"'),
+      record('b-yes', '"yes"'),
+      record('b-one', '1'),
+    ].join(',')}]}]}]}`;
+    const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/json' }, payload: body });
+    expect(res.statusCode).toBe(200);
+    const partial = res.json().partialSuccess;
+    expect(partial.rejectedLogRecords).toBe(2);
+    expect(partial.errorMessage).toContain('record 4: attributes.continuity.has_credential invalid_type: expected a boolValue of true or false, received "yes"');
+    expect(partial.errorMessage).toContain('record 5: attributes.continuity.has_credential invalid_type: expected a boolValue of true or false, received 1');
+    expect(await stored("service = 'otlp-bool'")).toBe(4);
+    expect(await stored("service = 'otlp-bool' AND has_credential")).toBe(2);
+    expect(await stored("service = 'otlp-bool' AND has_credential AND arrival_id IN ('b-true', 'b-str-true')")).toBe(2);
+  });
+
   it('refuses a record with a value nested too deeply, and keeps the others, in protobuf too', async () => {
     const ok = (pid: string) =>
       encodeOtlpRequest({

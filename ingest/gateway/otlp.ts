@@ -344,7 +344,7 @@ function anyValue(v: unknown, outer: number): unknown {
   if (typeof v !== 'object' || v === null) return undefined;
   const o = v as Record<string, unknown>;
   if ('stringValue' in o || 'string_value' in o) return String(scalar(o.stringValue ?? o.string_value));
-  if ('boolValue' in o || 'bool_value' in o) return Boolean(o.boolValue ?? o.bool_value);
+  if ('boolValue' in o || 'bool_value' in o) return boolScalar(o.boolValue ?? o.bool_value);
   if ('intValue' in o || 'int_value' in o) {
     const raw = scalar(o.intValue ?? o.int_value);
     const n = Number(raw);
@@ -369,6 +369,17 @@ function anyValue(v: unknown, outer: number): unknown {
 
 function tooDeep(): AnyValueIssue {
   return new AnyValueIssue('too_deep', `nested deeper than ${MAX_NESTING_DEPTH} levels of arrayValue and kvlistValue`);
+}
+
+/**
+ * An OTLP/JSON boolValue: JSON true or false, or the strings "true" and "false" (what
+ * protobuf's JSON parsers also take). `Boolean("false")` stored true (a break-it pass).
+ * @throws AnyValueIssue `invalid_type` for anything else.
+ */
+function boolScalar(v: unknown): boolean {
+  if (typeof v === 'boolean') return v;
+  if (v === 'true' || v === 'false') return v === 'true';
+  throw new AnyValueIssue('invalid_type', `expected a boolValue of true or false, received ${JSON.stringify(v) ?? String(v)}`);
 }
 
 /** A JSON scalar as it is. */
