@@ -229,6 +229,12 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   };
   const kafka: Kafka = createKafka(cfg, {
     clientId: options.clientId ?? 'continuity-consumer',
+    // Longer than the session timeout: a SyncGroup waits for the group's leader, and a
+    // leader killed mid-rebalance is dropped only when its session times out. At the
+    // client's 15 s a follower gave up first, rejoined as a new member and left another
+    // member to time out, again and again (a break-it pass: 223 s without consuming after
+    // five kills). kafkajs extends JoinGroup's timeout past the session's; not SyncGroup's.
+    requestTimeoutMs: (options.sessionTimeoutMs ?? 30_000) + 5_000,
     ...(options.logLevel ? { logLevel: options.logLevel } : {}),
     ...(options.log ? { log: options.log } : {}),
   });
