@@ -187,6 +187,7 @@ export async function openStore(config: Config): Promise<Store> {
   }
   keepAbortFatal();
   const renewing = renewingConnection(dbPath, connection, createChdbConnection);
+  const opened = dataDirIdentity(dbPath);
   return wrap(
     createClient({ connection: renewing.connection }),
     'embedded',
@@ -195,6 +196,43 @@ export async function openStore(config: Config): Promise<Store> {
     createClient({ connection: renewing.adhocConnection }),
     createClient({ connection: renewing.maintenanceConnection }),
     renewing.statements,
+    () => assertSameDataDir(dbPath, config.dataDir, opened),
+  );
+}
+
+/**
+ * The engine's directory as it was when the store opened (device and inode), or
+ * undefined when it cannot be told. (Not its status file: the engine writes that
+ * again whenever a connection is renewed.)
+ */
+function dataDirIdentity(dbPath: string): { dev: number; ino: number } | undefined {
+  try {
+    const st = statSync(dbPath);
+    return { dev: st.dev, ino: st.ino };
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * After each write: the data directory is still the one the store opened. Removed (or
+ * replaced) under a running process, the engine recreates bare part directories and
+ * reports its writes as done, and they are gone at the next open: the consumer
+ * committed their offsets and `serve` counted them written (a break-it pass: 2,000
+ * acknowledged events lost). The engine's directory gone, or another in its place, is
+ * the sign.
+ * @throws ContinuityError CONT_ERR_STORE_UNAVAILABLE (`details.reason = 'data_dir_gone'`),
+ *   retriable: the caller keeps the write to retry (the consumer commits nothing), and
+ *   only a restart on a directory that exists can take it.
+ */
+function assertSameDataDir(dbPath: string, dataDir: string, opened: { dev: number; ino: number } | undefined): void {
+  if (opened === undefined) return;
+  const now = dataDirIdentity(dbPath);
+  if (now !== undefined && now.dev === opened.dev && now.ino === opened.ino) return;
+  throw new ContinuityError(
+    'CONT_ERR_STORE_UNAVAILABLE',
+    `the data directory ${dataDir} was removed or replaced while this process had it open: what it writes now is lost when the engine next opens it; stop the process and start it again on the directory (what it accepted and has not written is kept until then)`,
+    { details: { dataDir, reason: 'data_dir_gone' } },
   );
 }
 
@@ -673,6 +711,7 @@ function wrap(
   adhocClient: ClickHouseClient = client,
   maintenanceClient: ClickHouseClient = client,
   statements: () => number = () => 0,
+  afterWrite: () => void = () => undefined,
 ): Store {
   const fail = (err: unknown, sql: string): ContinuityError => classifyStoreError(err, { mode, location }, sql);
   // Ad hoc statements run one at a time, each whole (its checks and its run), so the
@@ -730,15 +769,15 @@ function wrap(
       }
       const sql = `INSERT INTO ${table}${settings} FORMAT JSONEachRow`;
       try {
-        if (insertRaw) {
-          await insertRaw(table, 'JSONEachRow', body, native);
-          return;
+        if (insertRaw) await insertRaw(table, 'JSONEachRow', body, native);
+        else {
+          const result = await client.exec({ query: sql, values: Readable.from([body]) });
+          result.stream.resume();
         }
-        const result = await client.exec({ query: sql, values: Readable.from([body]) });
-        result.stream.resume();
       } catch (err) {
         throw fail(err, sql);
       }
+      afterWrite();
     },
     async readOnly(sql: string, options: ReadOnlyOptions): Promise<Buffer> {
       if (!FORMAT.test(options.format)) throw new RangeError(`not a format name: ${options.format}`);
