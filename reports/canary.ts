@@ -792,8 +792,8 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
         { environment: scope.environment },
       );
   const services = labels?.s ?? [];
-  const named = services.length > 20 ? `${services.slice(0, 20).join(', ')}, …` : services.join(', ');
   if (services.length > 1) {
+    const named = services.length > 20 ? `${services.slice(0, 20).join(', ')}, …` : services.join(', ');
     const several = `The store holds events of several services (${named}) and no --service was given`;
     const unlabelled = deploy.service !== '' && Number(labels?.unlabelled) > 0;
     if (deploy.service && !unlabelled) {
