@@ -359,7 +359,13 @@ function createLane(dbPath: string, first: ChdbConnection | undefined, open: Ope
           try {
             conn = current = open({ path: dbPath });
           } catch (err) {
-            throw storeOpenError(dbPath, err);
+            // (another connection of this process to the store it has open: not "in use
+            // by another process" nor "another directory", as storeOpenError would say; a
+            // break-it pass saw that on a data directory remounted read-only)
+            throw new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${dbPath}: this process could not open one more connection to its store: ${firstLine((err as Error)?.message ?? String(err))}`, {
+              cause: err,
+              details: { dataDir: dbPath },
+            });
           }
         }
         try {
