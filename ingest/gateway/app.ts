@@ -121,7 +121,8 @@ const INGEST_ROUTES: ReadonlySet<string> = new Set(['/v1/logs', '/v1/events']);
  *   messages) is refused as `too_deep`, one with an attribute named `__proto__` as
  *   `forbidden_key` (otlp.ts); neither fails the request.
  * - `POST /v1/events` — a JSON array of contract events (or `{ "events": [...] }`);
- *   valid events are kept, and when any is invalid the answer is 400 listing each
+ *   answers `{ accepted }` (and `duplicates`: copies of an event_id already in the
+ *   request, counted in `accepted` and stored once); valid events are kept, and when any is invalid the answer is 400 listing each
  *   refused index with its coded issues (DESIGN §3; codes: schema `parseEvent`):
  *   `CONT_ERR_EVENT_INVALID`, or `CONT_ERR_EVENT_EXPIRED` when every refused event is
  *   only older than the store's retention (issue `expired`; checked when the sink has a
@@ -360,7 +361,16 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
       // answered with 453 MB listing every one; a break-it pass)
       return reply.status(status).send({ ...err.toJSON(), accepted, rejected_count: rejected.length, rejected: rejected.slice(0, REJECTED_LISTED) });
     }
-    return reply.status(200).send({ accepted });
+    // Copies of an event_id already in this request: counted in `accepted`, stored once
+    // (event_id is the deduplication key, DESIGN §3), and said so (a break-it pass: two
+    // different events under one id answered `accepted` for both, one of them dropped)
+    const seen = new Set<string>();
+    let duplicates = 0;
+    for (const e of events) {
+      if (seen.has(e.event_id)) duplicates++;
+      else seen.add(e.event_id);
+    }
+    return reply.status(200).send(duplicates > 0 ? { accepted, duplicates } : { accepted });
   });
 
   return { app, stats };

@@ -356,6 +356,18 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
 });
 
 describe('POST /v1/events', () => {
+  it('says how many events were copies of an event_id already in the request: stored once (a break-it pass: both answered accepted)', async () => {
+    const first = boot({ service: 'events-dup' });
+    const other = boot({ service: 'events-dup' });
+    const payload = [first, { ...first, pid: 7 }, other, first];
+    const res = await app.inject({ method: 'POST', url: '/v1/events', headers: auth, payload });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ accepted: 4, duplicates: 2 });
+    await transport.flush();
+    const [row] = await t.store.query<{ n: number }>("SELECT count() AS n FROM events FINAL WHERE service = 'events-dup'");
+    expect(Number(row!.n)).toBe(2);
+  });
+
   it('stores a JSON batch, gzip-encoded too', async () => {
     const res = await app.inject({ method: 'POST', url: '/v1/events', headers: auth, payload: [boot({ service: 'events-plain' })] });
     expect(res.statusCode).toBe(200);
