@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
-import { NAMED_QUERIES, bindParams, getQuery, paramDefaults, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
+import { NAMED_QUERIES, bindParams, describeQueries, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { tsvTable } from '../core/table.ts';
 import { buildCanaryReport, buildContinuityReport, CANARY_FORMATS, gatesFromData, parseDuration, renderCanary, type CanaryFormat } from '../reports/index.ts';
 import { MAX_SQL_ROWS, type Store } from '../store/index.ts';
@@ -146,16 +146,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     });
   }
 
-  app.get('/queries', async () => ({
-    queries: Object.values(NAMED_QUERIES).map((q) => ({
-      name: q.name,
-      description: q.description,
-      params: q.paramTypes,
-      // what each parameter is when not given (the deployment's settings included)
-      defaults: paramDefaults(q.name, options.queryDefaults ?? {}),
-      columns: q.columns,
-    })),
-  }));
+  app.get('/queries', async () => ({ queries: describeQueries(options.queryDefaults ?? {}) }));
 
   app.get<{ Params: { name: string }; Querystring: Record<string, string | string[]> }>('/queries/:name', async (req) => {
     const q = getQuery(req.params.name);

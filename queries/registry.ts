@@ -385,6 +385,23 @@ export function paramDefaults(name: string, defaults: QueryDefaults = {}): Recor
   return Object.fromEntries(Object.keys(q.paramTypes).map((k) => [k, bound[k]]));
 }
 
+/** One named query as `GET /api/queries` and `continuity query --list --format json` describe it. */
+export interface QueryDescription {
+  readonly name: string;
+  readonly description: string;
+  /** Parameter name → ClickHouse type. */
+  readonly params: Readonly<Record<string, string>>;
+  /** What each parameter is when not given ({@link paramDefaults}: the deployment's settings included). */
+  readonly defaults: Record<string, unknown>;
+  /** Row column name → ClickHouse type. */
+  readonly columns: Readonly<Record<string, string>>;
+}
+
+/** Every named query, described with the deployment's `defaults` ({@link QueryDescription}). */
+export function describeQueries(defaults: QueryDefaults = {}): QueryDescription[] {
+  return Object.values(NAMED_QUERIES).map((q) => ({ name: q.name, description: q.description, params: q.paramTypes, defaults: paramDefaults(q.name, defaults), columns: q.columns }));
+}
+
 /** Looks up a named query. @throws ContinuityError CONT_ERR_QUERY_UNKNOWN */
 export function getQuery(name: string): NamedQuery {
   const q = Object.hasOwn(NAMED_QUERIES, name) ? NAMED_QUERIES[name] : undefined;
@@ -966,9 +983,7 @@ function mcpPathsWarning(c: Omit<McpPathsCheck, 'warning'>, where: string, setti
   if (c.verdict === 'none_match') {
     return (
       `${named} (${sayPaths(c.configured)}) matches no proxy line ${where}; the proxy log's MCP endpoint looks like ${sayPaths(c.endpoints)}${more}. ` +
-      (setting === 'mcp_paths'
-        ? 'The proxy-derived numbers count nothing: correct the mcp_paths parameter, or leave it out to infer the endpoint.'
-        : 'The proxy-derived numbers count nothing: correct CONTINUITY_MCP_PATHS (or the mcp_paths parameter), or leave it unset to infer the endpoint.')
+      `The proxy-derived numbers count nothing: correct ${setting === 'mcp_paths' ? 'the mcp_paths parameter, or leave it out' : 'CONTINUITY_MCP_PATHS (or the mcp_paths parameter), or leave it unset'} to infer the endpoint.`
     );
   }
   if (c.verdict === 'some_unmatched') {

@@ -348,7 +348,7 @@ function findings(r: ContinuityReport): string[] {
   // The report is the store's, not the input's: say so where the store held more than
   // this import (a newcomer pass: a second `analyze` of another log printed the first
   // log's restarts and misses as its own).
-  const others = r.lines.scope !== 'store' && r.lines.others ? r.lines.others : undefined;
+  const others = r.lines.others;
   const held = others
     ? [others.lines > 0 ? `${others.lines} line(s) of other imported logs` : '', others.server_events > 0 ? `${others.server_events} server event(s)` : ''].filter(Boolean)
     : [];

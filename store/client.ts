@@ -675,19 +675,17 @@ export function classifyStoreError(err: unknown, store: Pick<Store, 'mode' | 'lo
     if (type === 'READONLY') return new ContinuityError('CONT_ERR_READONLY', readonlyMessage(message), { cause: err });
     if (type !== 'NOT_ENOUGH_SPACE') return new ContinuityError('CONT_ERR_STORE_QUERY', firstLine(message), { cause: err, details: { sql: sql.slice(0, 500) } });
   }
-  if (DISK_FULL.test(message) || type === 'NOT_ENOUGH_SPACE') {
-    const where = store.mode === 'embedded' ? `the file system of the data directory ${store.location} is full` : `the ClickHouse server ${store.location} has no space left`;
-    return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${where}: ${firstLine(message).trim()}`, {
+  // (a full disk and an unwritable directory: the same write succeeds once mended)
+  const unwritable = (reason: 'disk_full' | 'not_writable', embedded: string, server: string): ContinuityError =>
+    new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${store.mode === 'embedded' ? embedded : server}: ${firstLine(message).trim()}`, {
       cause: err,
-      details: { ...(store.mode === 'embedded' ? { dataDir: store.location } : { url: store.location }), reason: 'disk_full' },
+      details: { ...(store.mode === 'embedded' ? { dataDir: store.location } : { url: store.location }), reason },
     });
+  if (DISK_FULL.test(message) || type === 'NOT_ENOUGH_SPACE') {
+    return unwritable('disk_full', `the file system of the data directory ${store.location} is full`, `the ClickHouse server ${store.location} has no space left`);
   }
   if (NOT_WRITABLE.test(message)) {
-    const where = store.mode === 'embedded' ? `the data directory ${store.location} cannot be written (read-only or not permitted)` : `the ClickHouse server ${store.location} cannot write its data`;
-    return new ContinuityError('CONT_ERR_STORE_UNAVAILABLE', `${where}: ${firstLine(message).trim()}`, {
-      cause: err,
-      details: { ...(store.mode === 'embedded' ? { dataDir: store.location } : { url: store.location }), reason: 'not_writable' },
-    });
+    return unwritable('not_writable', `the data directory ${store.location} cannot be written (read-only or not permitted)`, `the ClickHouse server ${store.location} cannot write its data`);
   }
   if (/readonly mode|READONLY/i.test(message) || type === 'READONLY') {
     return new ContinuityError('CONT_ERR_READONLY', readonlyMessage(message), { cause: err });
@@ -1149,6 +1147,17 @@ function sqlTokens(sql: string): SqlToken[] {
   return tokens;
 }
 
+/** The tokens inside the parentheses that open at `open` (`tokens[open]` is `(`), to the one that closes them. */
+function callTokens(tokens: readonly SqlToken[], open: number): SqlToken[] {
+  let depth = 0;
+  for (let j = open; j < tokens.length; j++) {
+    const text = tokens[j]!.kind === 'other' ? tokens[j]!.text : '';
+    if (text === '(') depth++;
+    else if (text === ')' && --depth === 0) return tokens.slice(open + 1, j);
+  }
+  return tokens.slice(open + 1);
+}
+
 /** Table functions that take a column list as a string (the engine parses and evaluates it as SQL). */
 const STRUCTURE_FUNCTIONS = new Set(['values', 'generaterandom', 'null', 'input']);
 /**
@@ -1201,17 +1210,6 @@ const CLAUSE_IN_STRING = /\\|ALIAS|DEFAULT|MATERIALIZED|EPHEMERAL|TTL|CODEC|CHEC
  * - a table named by a path (`FROM '/etc/x'`): the engine's default database looks it
  *   up on disk, and told whether the file exists.
  */
-/** The tokens inside the parentheses that open at `open` (`tokens[open]` is `(`), to the one that closes them. */
-function callTokens(tokens: readonly SqlToken[], open: number): SqlToken[] {
-  let depth = 0;
-  for (let j = open; j < tokens.length; j++) {
-    const text = tokens[j]!.kind === 'other' ? tokens[j]!.text : '';
-    if (text === '(') depth++;
-    else if (text === ')' && --depth === 0) return tokens.slice(open + 1, j);
-  }
-  return tokens.slice(open + 1);
-}
-
 function refusedInText(wrapped: string): string | undefined {
   const tokens = sqlTokens(wrapped);
   const word = (k: number): string | undefined => (tokens[k]?.kind === 'word' ? tokens[k]!.text : undefined);

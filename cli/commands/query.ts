@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { NAMED_QUERIES, checkMcpPaths, getQuery, paramDefaults, runQuery, withQueryDefaults } from '../../queries/index.ts';
+import { NAMED_QUERIES, checkMcpPaths, describeQueries, getQuery, runQuery, withQueryDefaults } from '../../queries/index.ts';
 import { configFrom, parseParams, withStore } from '../context.ts';
 import { ContinuityError } from '../../core/errors.ts';
 import { formatRows, type RowFormat } from '../format.ts';
@@ -15,18 +15,16 @@ export function registerQuery(program: Command): void {
     .option('--list', 'list the named queries with their parameters and row shapes')
     .action(async (name: string | undefined, opts: { param: string[]; format: RowFormat; list?: boolean; dataDir?: string }, cmd: Command) => {
       if (opts.list || !name) {
-        const config = configFrom(cmd.optsWithGlobals());
+        if (opts.format !== 'table' && opts.format !== 'json') throw new ContinuityError('CONT_ERR_CONFIG', `--list prints a table or json (got --format ${JSON.stringify(opts.format)})`);
+        // each parameter with its default (the deployment's settings included)
+        const queries = describeQueries(configFrom(cmd.optsWithGlobals()));
         if (opts.format === 'json') {
           // the document `GET /api/queries` answers (a break-it pass: --format was ignored)
-          const queries = Object.values(NAMED_QUERIES).map((q) => ({ name: q.name, description: q.description, params: q.paramTypes, defaults: paramDefaults(q.name, config), columns: q.columns }));
           process.stdout.write(JSON.stringify({ queries }, null, 2) + '\n');
           return;
         }
-        if (opts.format !== 'table') throw new ContinuityError('CONT_ERR_CONFIG', `--list prints a table or json (got --format ${JSON.stringify(opts.format)})`);
-        for (const q of Object.values(NAMED_QUERIES)) {
-          // each parameter with its default (the deployment's settings included)
-          const defaults = paramDefaults(q.name, config);
-          const params = Object.entries(q.paramTypes).map(([k, t]) => `${k} ${t} = ${JSON.stringify(defaults[k])}`);
+        for (const q of queries) {
+          const params = Object.entries(q.params).map(([k, t]) => `${k} ${t} = ${JSON.stringify(q.defaults[k])}`);
           process.stdout.write(`${q.name}: ${q.description}\n  params: ${params.join(', ')}\n  rows:   ${Object.entries(q.columns).map(([k, t]) => `${k} ${t}`).join(', ')}\n`);
         }
         return;
