@@ -36,7 +36,7 @@ export interface OtlpKeyValue {
   readonly value?: unknown;
 }
 
-/** Attributes either as a plain map or as an OTLP `KeyValue` list (values may be OTLP `AnyValue` objects). */
+/** Attributes either as a plain map (plain values, as the SDK gives them) or as an OTLP `KeyValue` list (values OTLP `AnyValue` objects). */
 export type OtelAttributes = Readonly<Record<string, unknown>> | readonly OtlpKeyValue[];
 
 /** A log record as the gateway sees it; see {@link logRecordToEvent}. */
@@ -308,7 +308,9 @@ function toMap(attributes: OtelAttributes | undefined): Map<string, unknown> {
       if (kv && typeof kv.key === 'string') map.set(kv.key, anyValue(kv.value));
     }
   } else {
-    for (const [k, v] of Object.entries(attributes)) map.set(k, anyValue(v));
+    // A map's values are plain already (the SDK's, or the gateway's decoded OTLP):
+    // unwrapped again, a kvlist holding the key stringValue was read as that string.
+    for (const [k, v] of Object.entries(attributes)) map.set(k, v);
   }
   return map;
 }

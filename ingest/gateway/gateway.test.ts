@@ -330,6 +330,37 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     expect(rows).toEqual([{ event_type: 'boot', attrs: { constructor: 'an ordinary name' } }]);
   });
 
+  it('refuses a kvlist where a string is expected, also one whose key is stringValue (it was read as the string)', async () => {
+    const ts = String(Date.now() * 1_000_000);
+    const kvlist = (key: string) => ({ kvlistValue: { values: [{ key, value: { stringValue: 'initialize' } }] } });
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/logs',
+      headers: auth,
+      payload: {
+        resourceLogs: [
+          {
+            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-kvlist-string' } }] },
+            scopeLogs: [
+              {
+                logRecords: [
+                  { timeUnixNano: ts, eventName: 'arrival', attributes: [{ key: 'continuity.arrival_id', value: { stringValue: 'kv-1' } }, { key: 'mcp.method.name', value: kvlist('stringValue') }] },
+                  { timeUnixNano: ts, eventName: 'arrival', attributes: [{ key: 'continuity.arrival_id', value: { stringValue: 'kv-2' } }, { key: 'mcp.method.name', value: kvlist('other') }] },
+                ],
+              },
+            ],
+          },
+        ],
+      },
+    });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().partialSuccess.rejectedLogRecords).toBe(2);
+    expect(res.json().partialSuccess.errorMessage).toMatch(/^record 0: .*method/);
+    await transport.flush();
+    const [row] = await t.store.query<{ n: string }>("SELECT count() AS n FROM events WHERE service = 'otlp-kvlist-string'");
+    expect(Number(row!.n)).toBe(0);
+  });
+
   it('refuses malformed JSON and a wrong OTLP shape with 400 and a code', async () => {
     const bad = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"resourceLogs": [' });
     expect(bad.statusCode).toBe(400);
