@@ -278,3 +278,35 @@ describe('runBatch (the pipeline top to bottom)', () => {
     expect(t.inserts).toEqual([]);
   });
 });
+
+describe('dead letters on the real engine', () => {
+  it('writes a dead letter once per record: a replay adds none, a topic created again (same offsets, other records) adds its own (a break-it pass: skipped by offset)', async () => {
+    const { openTestStore } = await import('../../test/helpers/store.ts');
+    const t = await openTestStore('pipeline_dead_letters');
+    try {
+      const published: DeadLetter[] = [];
+      const targets: WriteTargets = {
+        store: t.store,
+        retention: { cutoffMicros: () => 0, explain: () => '' },
+        async publishDeadLetters(_r, letters) {
+          published.push(...letters);
+        },
+      };
+      const options = { targets, maxMessageBytes: 1 << 20, retryInitialDelayMs: 1, retryMaxDelayMs: 2 };
+      const first = range([msg(0, 'not json, first topic'), msg(1, event())], 'recreated-t');
+      await runBatch(first, options, hooks().hooks);
+      await runBatch(first, options, hooks().hooks); // a replay of the same records
+      await runBatch(range([msg(0, 'not json, the topic created again'), msg(1, event())], 'recreated-t'), options, hooks().hooks);
+      const rows = await t.store.query<{ position: number; payload: string }>(
+        `SELECT position, payload FROM dead_letters WHERE source = 'kafka' AND origin = 'recreated-t:3' ORDER BY payload`,
+      );
+      expect(rows).toEqual([
+        { position: 0, payload: 'not json, first topic' },
+        { position: 0, payload: 'not json, the topic created again' },
+      ]);
+      expect(published.map((l) => l.message.value?.toString())).toEqual(['not json, first topic', 'not json, the topic created again']);
+    } finally {
+      await t.close();
+    }
+  });
+});

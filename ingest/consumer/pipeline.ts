@@ -15,7 +15,7 @@
  * A batch is a contiguous offset range `[first, last]` of ONE partition. Its events go
  * to `events` in one INSERT carrying `insert_deduplication_token =
  * topic:partition:first-last:content` ({@link dedupToken}); dead letters go to the dead-letter
- * topic and the `dead_letters` table, once per offset. The pipeline knows nothing of
+ * topic and the `dead_letters` table, once per record (offset and payload). The pipeline knows nothing of
  * consumer groups: the runner (runner.ts) decides the ranges, records its intent to
  * write a range before {@link runBatch} writes it, and commits offsets after.
  */
@@ -417,34 +417,36 @@ function isDataError(err: unknown): boolean {
 }
 
 /**
- * Dead letters go to the topic first, then to the table; only offsets the table does
+ * Dead letters go to the topic first, then to the table; only records the table does
  * not hold yet are written, so a replayed batch adds none twice to the table (the
- * topic is at-least-once: a crash between the two writes republishes).
+ * topic is at-least-once: a crash between the two writes republishes). A record is
+ * held when a row has its offset and its payload: a topic created again starts its
+ * offsets at 0, and its records are not the old ones (skipped by offset alone, they
+ * were lost: a break-it pass), as the events' token names the records too ({@link dedupToken}).
  */
 async function writeDeadLetters(targets: WriteTargets, range: MessageRange, letters: readonly DeadLetter[]): Promise<void> {
   const origin = `${range.topic}:${range.partition}`;
-  const have = await targets.store.query<{ position: number }>(
-    `SELECT DISTINCT position FROM dead_letters
+  const texts = letters.map((l) => payloadText(l.message.value ?? Buffer.alloc(0)));
+  const have = await targets.store.query<{ position: number | string; payload: string }>(
+    `SELECT DISTINCT position, payload FROM dead_letters
      WHERE source = 'kafka' AND origin = {origin:String} AND position BETWEEN {first:UInt64} AND {last:UInt64}`,
     { origin, first: range.first.toString(), last: range.last.toString() },
   );
-  const written = new Set(have.map((r) => BigInt(r.position)));
-  const missing = letters.filter((l) => !written.has(l.message.offset));
+  const written = new Set(have.map((r) => `${r.position}\n${r.payload}`));
+  const missing = letters.flatMap((l, i) => (written.has(`${l.message.offset}\n${texts[i]!.payload}`) ? [] : [{ letter: l, text: texts[i]! }]));
   if (missing.length === 0) return;
-  await targets.publishDeadLetters(range, missing);
-  const rows = missing.map((l) => {
-    const value = l.message.value ?? Buffer.alloc(0);
-    const text = payloadText(value);
-    return JSON.stringify({
+  await targets.publishDeadLetters(range, missing.map((m) => m.letter));
+  const rows = missing.map(({ letter: l, text }) =>
+    JSON.stringify({
       source: 'kafka',
       origin,
       position: l.message.offset.toString(),
       reason: l.reason,
       detail: text.base64 ? `${l.detail} (payload is base64)` : l.detail,
       payload: text.payload,
-      payload_bytes: value.length,
-    });
-  });
+      payload_bytes: (l.message.value ?? Buffer.alloc(0)).length,
+    }),
+  );
   await targets.store.insertJsonEachRow('dead_letters', rows.join('\n'));
 }
 
