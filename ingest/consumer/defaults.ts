@@ -27,3 +27,11 @@ export const DEFAULT_FETCH_MAX_WAIT_MS = 1000;
  * is not written a record at a time.
  */
 export const DEFAULT_FETCH_MIN_BYTES = 256 << 10;
+
+/**
+ * Default interval of the consumer's lag check, ms: how often it reads its partitions'
+ * ends and committed offsets from the cluster between fetches (two admin requests; the
+ * same `continuity status` makes). A paused consumer fetches nothing, so its lag would
+ * otherwise stay at the last batch's, 0 after a batch that caught up, while records wait.
+ */
+export const DEFAULT_LAG_CHECK_MS = 5000;

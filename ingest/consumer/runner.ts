@@ -36,7 +36,8 @@ import {
   type PipelineContext,
 } from './pipeline.ts';
 
-import { DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES } from './defaults.ts';
+import { DEFAULT_FETCH_MAX_WAIT_MS, DEFAULT_FETCH_MIN_BYTES, DEFAULT_LAG_CHECK_MS } from './defaults.ts';
+import { fetchConsumerLag } from './lag.ts';
 
 /** Options of {@link createKafkaConsumer}. */
 export interface KafkaConsumerOptions {
@@ -79,6 +80,12 @@ export interface KafkaConsumerOptions {
    * engine's threads.
    */
   partitionsConsumedConcurrently?: number;
+  /**
+   * How often the assigned partitions' lag is read from the cluster between fetches, ms
+   * (default {@link DEFAULT_LAG_CHECK_MS}; 0: never). A paused consumer fetches nothing,
+   * so without it the lag kept the value of the last batch while records waited.
+   */
+  lagCheckMs?: number;
   /** Backoff while the store or Kafka is unavailable: first and ceiling, ms (defaults 200 and 5000). */
   retryInitialDelayMs?: number;
   retryMaxDelayMs?: number;
@@ -112,7 +119,7 @@ export type ConsumerEvent =
 export interface PartitionProgress {
   /** Next offset to write (the committed offset). */
   committed: string;
-  /** Partition end seen in the last fetch. */
+  /** Partition end seen in the last fetch or the last lag check ({@link KafkaConsumerOptions.lagCheckMs}), whichever is later. */
   highWatermark: string;
   /** highWatermark − committed. */
   lag: number;
@@ -270,6 +277,8 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
   let inFlight = 0;
   let idleWaiters: Array<() => void> = [];
   let restartTimer: NodeJS.Timeout | undefined;
+  let lagTimer: NodeJS.Timeout | undefined;
+  let assigned: number[] = [];
 
   const newDlqProducer = (): Producer =>
     kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: stablePartitioner, retry: { retries: 5, initialRetryTime: 250, maxRetryTime: 4000 } });
@@ -570,6 +579,34 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
     };
   };
 
+  /**
+   * Reads the assigned partitions' ends and committed offsets from the cluster
+   * ({@link fetchConsumerLag}) into `metrics.partitions`: between fetches, and above all
+   * while paused, the last batch's high watermark is old. Neither value moves back
+   * (a batch may commit while the check is under way). A failed check changes nothing.
+   */
+  const checkLag = async (): Promise<void> => {
+    if (admin === undefined || assigned.length === 0) return;
+    const lag = await fetchConsumerLag(admin, cfg.group, topic);
+    for (const p of lag.partitions) {
+      if (!assigned.includes(p.partition)) continue;
+      const had = metrics.partitions[p.partition];
+      const committed = maxOffset(had?.committed, p.committed ?? p.low);
+      const hw = maxOffset(had?.highWatermark, p.high);
+      metrics.partitions[p.partition] = { committed: committed.toString(), highWatermark: hw.toString(), lag: Number(hw > committed ? hw - committed : 0n) };
+    }
+  };
+  const scheduleLagCheck = (): void => {
+    const every = options.lagCheckMs ?? DEFAULT_LAG_CHECK_MS;
+    if (every <= 0 || closed) return;
+    lagTimer = setTimeout(() => {
+      void checkLag()
+        .catch(() => undefined)
+        .finally(scheduleLagCheck);
+    }, every);
+    lagTimer.unref?.();
+  };
+
   const runConsumer = async (): Promise<void> => {
     const c = kafka.consumer({
       groupId: cfg.group,
@@ -592,6 +629,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       join++;
       committedCache = undefined;
       const partitions = e.payload.memberAssignment[topic] ?? [];
+      assigned = partitions;
       for (const p of Object.keys(metrics.partitions).map(Number)) if (!partitions.includes(p)) delete metrics.partitions[p];
       for (const p of [...cursors.keys()]) if (!partitions.includes(p)) cursors.delete(p);
       emit({ type: 'joined', memberId: e.payload.memberId, partitions });
@@ -655,6 +693,7 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
         dlqProducer = newDlqProducer();
         await dlqProducer.connect();
         await runConsumer();
+        if (lagTimer === undefined) scheduleLagCheck();
       } catch (err) {
         // Leave nothing half-connected: start may be called again.
         await consumer?.disconnect().catch(() => undefined);
@@ -674,12 +713,20 @@ export function createKafkaConsumer(options: KafkaConsumerOptions): KafkaConsume
       if (closed) return;
       closed = true;
       if (restartTimer) clearTimeout(restartTimer);
+      if (lagTimer) clearTimeout(lagTimer);
       abort.abort();
       await consumer?.disconnect().catch(() => undefined);
       await dlqProducer?.disconnect().catch(() => undefined);
       await admin?.disconnect().catch(() => undefined);
     },
   };
+}
+
+/** The larger of an offset kept as a decimal string (or none) and another. */
+function maxOffset(kept: string | undefined, seen: string): bigint {
+  const a = kept === undefined ? -1n : BigInt(kept);
+  const b = BigInt(seen);
+  return a > b ? a : b;
 }
 
 /** The pipeline's view of kafkajs record `m`, whose offset was parsed already (`offset`). */

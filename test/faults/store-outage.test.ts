@@ -37,6 +37,9 @@ describe('store unavailable for 30 s during ingestion', () => {
       },
       OUTAGE_MS,
     );
+    // The consumer's own lag says so too (its lag check, every 5 s: a paused consumer
+    // fetches nothing, and the lag read 0 after a batch that had caught up).
+    await waitFor('the metric lag to grow while paused', () => (consumer.metrics.paused && consumer.metrics.lag() >= 5000 ? true : undefined), OUTAGE_MS, 100);
     await feeding;
 
     const lag = await waitForCaughtUp(admin, `${topic}-writer`, topic, TOTAL, OUTAGE_MS + 90_000);
