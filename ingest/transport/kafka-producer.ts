@@ -40,11 +40,27 @@ export interface KafkaProducerSinkOptions {
    * which is how long a request may wait through a broker restart before it fails.
    */
   sendRetries?: number;
+  /**
+   * The longest a produce request (with its connect and kafkajs's retries) may wait for
+   * the acknowledgement, ms (default {@link DEFAULT_SEND_TIMEOUT_MS}); then it fails as a
+   * failed send does (503, `ready()` false). A broker that accepts connections but
+   * answers nothing (stopped, not dead) held each request 57-98 s before.
+   */
+  sendTimeoutMs?: number;
   /** After a failed send, how long `ready()` is false and `accept` refuses at once, ms (default 5000, the gateway's Retry-After). */
   retryAfterMs?: number;
   /** Create the topics when missing (default true). */
   provisionTopics?: boolean;
 }
+
+/**
+ * Default {@link KafkaProducerSinkOptions.sendTimeoutMs}, ms: below the 10 s an OTLP
+ * exporter waits for an answer by default (OpenTelemetry specification, OTLP exporter
+ * configuration: `OTEL_EXPORTER_OTLP_TIMEOUT`), so the gateway's 503 reaches the exporter
+ * before it gives up, and above the backoff of kafkajs's default 5 retries (about 8 s in
+ * all with the requests), so a send that rides through a leader election succeeds.
+ */
+export const DEFAULT_SEND_TIMEOUT_MS = 9000;
 
 /** Counters of a {@link KafkaProducerSink}. */
 export interface KafkaProducerStats {
@@ -200,6 +216,7 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
   const maxBatchBytes = options.maxBatchBytes ?? 4 << 20;
   const maxEventBytes = kafkaConfig.maxMessageBytes;
   const retryAfterMs = options.retryAfterMs ?? 5000;
+  const sendTimeoutMs = options.sendTimeoutMs ?? DEFAULT_SEND_TIMEOUT_MS;
   const compression = options.compression === 'none' ? CompressionTypes.None : CompressionTypes.GZIP;
   // Few client-level retries: connecting to a dead cluster should fail in about a second.
   const kafka: Kafka = createKafka(kafkaConfig, {
@@ -397,6 +414,25 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
   };
 
   /**
+   * Runs `work` (a connect and a send), rejecting after `sendTimeoutMs` with an error
+   * that says the broker did not answer. The work itself goes on in kafkajs until it
+   * gives up; its outcome is then ignored (its producer is dropped by the caller).
+   */
+  const withinSendTimeout = async (work: () => Promise<void>): Promise<void> => {
+    let timer: NodeJS.Timeout | undefined;
+    const running = work();
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no acknowledgement within ${sendTimeoutMs} ms: the broker does not answer`)), sendTimeoutMs);
+    });
+    try {
+      await Promise.race([running, expired]);
+    } finally {
+      clearTimeout(timer);
+      running.catch(() => undefined);
+    }
+  };
+
+  /**
    * Sends `parts` as one produce request. When the broker refuses it as data, sends
    * its two halves in turn (so the order within each partition holds), down to the
    * single records it refuses, within `search.splitsLeft`.
@@ -405,8 +441,10 @@ export function createKafkaProducerSink(options: KafkaProducerSinkOptions): Kafk
   const send = async (parts: readonly Part[], search: { splitsLeft: number }): Promise<ContinuityError | undefined> => {
     const n = countOf(parts);
     try {
-      const p = await connect();
-      await p.send({ topic: kafkaConfig.topic, acks: -1, compression, messages: messagesOf(parts) });
+      await withinSendTimeout(async () => {
+        const p = await connect();
+        await p.send({ topic: kafkaConfig.topic, acks: -1, compression, messages: messagesOf(parts) });
+      });
       stats.sends++;
       stats.sentEvents += n;
       for (const part of parts) settle(part.owner, part.to - part.from);

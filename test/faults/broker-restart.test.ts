@@ -52,7 +52,7 @@ describe('broker restarted during ingestion', () => {
     const config = testConfig(kafkaEnv(broker.brokers, topic), dataDir);
     store = await openMigratedStore(config);
     // A short send budget so a stopped broker turns into 503s quickly.
-    sink = createKafkaProducerSink({ kafka: config.kafka!, sendRetries: 2, retryAfterMs: 1000 });
+    sink = createKafkaProducerSink({ kafka: config.kafka!, sendRetries: 2, retryAfterMs: 1000, sendTimeoutMs: 4000 });
     await sink.start();
     ({ app } = await createGateway({ sink, mapOtlpRecord }));
     await app.listen({ host: '127.0.0.1', port: 0 });
@@ -79,8 +79,8 @@ describe('broker restarted during ingestion', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  const post = (events: unknown[]) =>
-    fetch(`${url}/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(events) });
+  const post = (events: unknown[], signal?: AbortSignal) =>
+    fetch(`${url}/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(events), ...(signal ? { signal } : {}) });
 
   it('answers 503 while the broker is down, then loses and duplicates nothing', async () => {
     const t0 = Date.now();
@@ -136,5 +136,31 @@ describe('broker restarted during ingestion', () => {
     // stopped (the client resent it after the 503); usually there is none.
     expect(counts.rows).toBe(inTopic - dropped);
     expect(consumer.metrics.fatal).toBeUndefined();
+  }, 300_000);
+
+  it('answers 503 within its send timeout while the broker hangs (SIGSTOP: connections open, no answers), then accepts the resend', async () => {
+    const before = await countEvents(store, topic);
+    const events = makeEvents(2, topic).map((e) => ({ ...e, event_id: randomUUID() }));
+    broker.signal('SIGSTOP');
+    try {
+      // Before the send timeout, each request waited 57-98 s for kafkajs to give up, /readyz said ready.
+      const refused = await post([events[0]], AbortSignal.timeout(20_000));
+      expect(refused.status).toBe(503);
+      expect(await refused.json()).toMatchObject({ code: 'CONT_ERR_INGEST_UNAVAILABLE', message: expect.stringMatching(/no acknowledgement within 4000 ms/) });
+      expect((await fetch(`${url}/readyz`)).status).toBe(503);
+    } finally {
+      broker.signal('SIGCONT');
+    }
+    const accepted = await waitFor(
+      'the gateway to accept again after SIGCONT',
+      async () => {
+        const res = await post(events);
+        return res.status === 200 ? res : undefined;
+      },
+      90_000,
+      500,
+    );
+    expect(await accepted.json()).toEqual({ accepted: 2 });
+    await waitFor('the two events in the store', async () => ((await countEvents(store, topic)).final === before.final + 2 ? true : undefined), 120_000, 500);
   }, 300_000);
 });

@@ -6,7 +6,7 @@
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -243,6 +243,8 @@ export interface OwnBroker {
   readonly brokers: string[];
   start(): Promise<void>;
   stop(): Promise<void>;
+  /** Sends the broker's JVM a signal (SIGSTOP: it keeps its connections and answers nothing; SIGCONT). */
+  signal(signal: 'SIGSTOP' | 'SIGCONT'): void;
   /** Stops it and deletes its data directory. */
   destroy(): Promise<void>;
 }
@@ -260,12 +262,19 @@ export async function startOwnBroker(): Promise<OwnBroker> {
       throw new Error(`scripts/kafka.sh ${action} (port ${port}) failed: ${e.stderr ?? e.message}`, { cause: err });
     }
   };
+  const signalBroker = (signal: NodeJS.Signals) => process.kill(Number(readFileSync(join(dataDir, 'broker.pid'), 'utf8').trim()), signal);
   await run('start');
   return {
     brokers: [`127.0.0.1:${port}`],
     start: () => run('start'),
     stop: () => run('stop'),
+    signal: (signal) => signalBroker(signal),
     async destroy() {
+      try {
+        signalBroker('SIGCONT');
+      } catch {
+        // not running
+      }
       await run('stop').catch(() => undefined);
       rmSync(dataDir, { recursive: true, force: true });
     },
