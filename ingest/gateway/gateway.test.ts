@@ -333,26 +333,12 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
   it('refuses a kvlist where a string is expected, also one whose key is stringValue (it was read as the string)', async () => {
     const ts = String(Date.now() * 1_000_000);
     const kvlist = (key: string) => ({ kvlistValue: { values: [{ key, value: { stringValue: 'initialize' } }] } });
-    const res = await app.inject({
-      method: 'POST',
-      url: '/v1/logs',
-      headers: auth,
-      payload: {
-        resourceLogs: [
-          {
-            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-kvlist-string' } }] },
-            scopeLogs: [
-              {
-                logRecords: [
-                  { timeUnixNano: ts, eventName: 'arrival', attributes: [{ key: 'continuity.arrival_id', value: { stringValue: 'kv-1' } }, { key: 'mcp.method.name', value: kvlist('stringValue') }] },
-                  { timeUnixNano: ts, eventName: 'arrival', attributes: [{ key: 'continuity.arrival_id', value: { stringValue: 'kv-2' } }, { key: 'mcp.method.name', value: kvlist('other') }] },
-                ],
-              },
-            ],
-          },
-        ],
-      },
-    });
+    const records = [
+      { timeUnixNano: ts, eventName: 'arrival', attributes: [{ key: 'continuity.arrival_id', value: { stringValue: 'kv-1' } }, { key: 'mcp.method.name', value: kvlist('stringValue') }] },
+      { timeUnixNano: ts, eventName: 'arrival', attributes: [{ key: 'continuity.arrival_id', value: { stringValue: 'kv-2' } }, { key: 'mcp.method.name', value: kvlist('other') }] },
+    ];
+    const payload = { resourceLogs: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-kvlist-string' } }] }, scopeLogs: [{ logRecords: records }] }] };
+    const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: auth, payload });
     expect(res.statusCode).toBe(200);
     expect(res.json().partialSuccess.rejectedLogRecords).toBe(2);
     expect(res.json().partialSuccess.errorMessage).toMatch(/^record 0: .*method/);
