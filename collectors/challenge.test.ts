@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { classifyChallenge, parseBearerParams } from './challenge.ts';
+import { isAuthChallenge, classifyChallenge, parseBearerParams } from './challenge.ts';
 
 describe('classifyChallenge (RFC 6750 §3.1)', () => {
   it('a 401 without error= and without a credential is missing_credential', () => {
@@ -36,5 +36,15 @@ describe('classifyChallenge (RFC 6750 §3.1)', () => {
     const p = parseBearerParams(['Basic realm="x", Bearer realm="a \\"b\\"", error=invalid_request']);
     expect(p.get('realm')).toBe('a "b"');
     expect(p.get('error')).toBe('invalid_request');
+  });
+});
+
+describe('isAuthChallenge', () => {
+  it('is every 401, and a 403 only with WWW-Authenticate (RFC 9110 §15.5.2, RFC 6750 §3.1)', () => {
+    expect(isAuthChallenge(401, [])).toBe(true);
+    expect(isAuthChallenge(403, ['Bearer error="insufficient_scope", scope="tools:call"'])).toBe(true);
+    expect(isAuthChallenge(403, [])).toBe(false);
+    expect(isAuthChallenge(403, ['  '])).toBe(false);
+    expect(isAuthChallenge(404, ['Bearer'])).toBe(false);
   });
 });

@@ -12,6 +12,18 @@ export interface ChallengeInfo {
 }
 
 /**
+ * Whether a response is an authentication challenge: every 401 (RFC 9110 §15.5.2: it
+ * carries a `WWW-Authenticate` challenge), and a 403 only with `WWW-Authenticate`
+ * (RFC 6750 §3.1 `insufficient_scope`). A bare 403 is a refusal of another kind (the
+ * SDK's Host/Origin check answers "Invalid Host header" so), not a challenge to
+ * authenticate: it was counted as a `missing_credential` challenge (a break-it pass).
+ * @param wwwAuthenticate the header's values (a header may repeat), possibly empty.
+ */
+export function isAuthChallenge(status: number, wwwAuthenticate: readonly string[]): boolean {
+  return status === 401 || (status === 403 && wwwAuthenticate.some((v) => v.trim() !== ''));
+}
+
+/**
  * Classifies an authentication challenge.
  *
  * Rule (DESIGN §3, RFC 6750 §3.1): the `error=` parameter decides first —

@@ -222,6 +222,20 @@ describe('caddy-sdk-auth capture', () => {
     ]);
   });
 
+  it('takes a 403 for a challenge only with WWW-Authenticate (a bare 403 was a missing_credential challenge)', async () => {
+    const line = readFileSync(AUTH.access[0]!, 'utf8').split('\n').find((l) => l.includes('"status":401'))!;
+    const dir = mkdtempSync(join(tmpdir(), 'caddy-403-'));
+    const bare = line.replace('"status":401', '"status":403').replace(/"Www-Authenticate":\[[^\]]*\],?/, '');
+    const scoped = line.replace('"status":401', '"status":403');
+    writeFileSync(join(dir, 'access.log'), `${bare}\n${scoped}\n`);
+    const svc = `${service}-403`;
+    const r = await importCaddyLogs(t.store, { access: [join(dir, 'access.log')], hasher, service: svc });
+    expect(r.proxy_access).toBe(2);
+    expect(r.auth_challenges).toBe(1);
+    const rows = await t.store.query<{ http_status: number }>(`SELECT http_status FROM events WHERE service = {svc:String} AND event_type = 'auth_challenge'`, { svc });
+    expect(rows).toEqual([{ http_status: 403 }]);
+  });
+
   it('counts a redacted `Authorization: []` as a credential', async () => {
     const lines = readFileSync(AUTH.access[0]!, 'utf8').trim().split('\n');
     const withEmptyAuth = lines.filter((l) => l.includes('"Authorization":[]')).length;

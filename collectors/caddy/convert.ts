@@ -1,7 +1,7 @@
 import * as crypto from 'node:crypto';
 import type { KeyedHasher } from '../../core/index.ts';
 import { MAX_EVENT_MICROS, MIN_EVENT_MICROS } from '../../schema/index.ts';
-import { classifyChallenge } from '../challenge.ts';
+import { classifyChallenge, isAuthChallenge } from '../challenge.ts';
 import {
   CaddyLineScanner,
   F_DURATION,
@@ -666,8 +666,9 @@ export class CaddyConverter {
     }
     if (row !== '') this.emit(finishRow(row, proxyGenerated, upstream), this.file, upstream !== undefined);
 
-    if (status === 401 || status === 403) {
-      const challenge = classifyChallenge(status, sc.strings(F_RH_WWW_AUTH), hasCredential);
+    const wwwAuthenticate = status === 401 || status === 403 ? sc.strings(F_RH_WWW_AUTH) : [];
+    if (isAuthChallenge(status, wwwAuthenticate)) {
+      const challenge = classifyChallenge(status, wwwAuthenticate, hasCredential);
       const cid = this.eventId(HASH_PREFIX_CHALLENGE, buf, start, end);
       let c = `{"event_id":"${cid}","event_type":"auth_challenge"${env},"http_status":${status},"challenge_class":"${challenge.challenge_class}"`;
       if (hasCredential) c += ',"has_credential":true';

@@ -15,6 +15,7 @@ function facts(over: Partial<Omit<ExchangeFacts, 'findings'>> & { findings?: Par
     expectsResponse: true,
     sse: false,
     cancelled: false,
+    challenged: false,
     ...rest,
     findings: { ...emptyFindings(), responses: 1, ...findings },
   };
@@ -54,10 +55,15 @@ describe('classifySettlement', () => {
       rpcStatusCode: '-32602',
     });
   });
+  it('a 403 that is no challenge (no WWW-Authenticate: the SDK\'s Host check) settles by its body, not as auth_challenge', () => {
+    const hostCheck = { firstError: { code: -32000, message: 'Invalid Host header: evil.example' } };
+    expect(classifySettlement(facts({ status: 403, findings: hostCheck }))).toMatchObject({ outcome: 'jsonrpc_error', errorType: '-32000' });
+    expect(classifySettlement(facts({ status: 403, challenged: true, findings: {} }))).toMatchObject({ outcome: 'auth_challenge', errorType: '403' });
+  });
   it('refused wins over jsonrpc_error; auth_challenge wins over refused', () => {
     const notFound = { firstError: { code: -32001, message: 'Session not found' } };
     expect(classifySettlement(facts({ status: 404, findings: notFound }))).toMatchObject({ outcome: 'refused', refused: true, resolution: 'refused', errorType: '-32001' });
-    expect(classifySettlement(facts({ status: 401, findings: {} }))).toMatchObject({ outcome: 'auth_challenge', errorType: '401', resolution: 'none', refused: false });
+    expect(classifySettlement(facts({ status: 401, challenged: true, findings: {} }))).toMatchObject({ outcome: 'auth_challenge', errorType: '401', resolution: 'none', refused: false });
   });
   it('disconnected and cancelled', () => {
     expect(classifySettlement(facts({ finished: false }))).toMatchObject({ outcome: 'disconnected' });

@@ -22,6 +22,8 @@ export interface ExchangeFacts {
   readonly findings: ResponseFindings;
   /** The client cancelled the request (`notifications/cancelled` naming its id). */
   readonly cancelled: boolean;
+  /** The response is an authentication challenge (a 401, or a 403 with `WWW-Authenticate`: collectors/challenge.ts `isAuthChallenge`). */
+  readonly challenged: boolean;
 }
 
 /** The classifier's verdict. */
@@ -113,7 +115,7 @@ export function classifySettlement(f: ExchangeFacts): SettlementVerdict {
   let errorType = '';
   if (f.cancelled) outcome = 'cancelled';
   else if (!f.finished) outcome = isListeningStream(f) ? 'ok' : 'disconnected';
-  else if (f.status === 401 || f.status === 403) {
+  else if (f.challenged) {
     outcome = 'auth_challenge';
     errorType = String(f.status);
   } else if (refused) {

@@ -7,7 +7,7 @@ import type { FastifyPluginCallback } from 'fastify';
 import { z } from 'zod';
 import { ContinuityError, createKeyedHasher, type KeyedHasher } from '../../core/index.ts';
 import { CapKind, LifecycleAction, RefusedReason, RemintMode, RemintOutcome, SessionResolution, ShutdownReason } from '../../schema/index.ts';
-import { classifyChallenge } from '../challenge.ts';
+import { classifyChallenge, isAuthChallenge } from '../challenge.ts';
 import { classifySettlement, knownRefusalMessage, type SessionResolutionValue } from './classify.ts';
 import {
   emptyFindings,
@@ -822,7 +822,9 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       if (finished && ex.sseTap) ex.sseTap.end();
       findings.truncated = Boolean(ex.jsonTap?.truncated || ex.sseTap?.truncated);
       const status = ex.headSeen ? ex.status : 0;
+      const challenged = isAuthChallenge(status, headerList(ex.wwwAuthenticate));
       const v = classifySettlement({
+        challenged,
         finished,
         status,
         requestSessionKey: ex.sessionKey,
@@ -890,7 +892,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
           atUs,
         );
       }
-      if (finished && (status === 401 || status === 403)) {
+      if (finished && challenged) {
         const c = classifyChallenge(status, headerList(ex.wwwAuthenticate), ex.hasCredential);
         emitEvent(
           {
