@@ -119,6 +119,22 @@ describe('collectors/mcp against a real SDK server and client', () => {
     await client.close();
   });
 
+  it('keeps every string well-formed: a client name cut at its limit inside an emoji was half a character, and every event of the session was refused downstream (a break-it pass)', async () => {
+    const name = 'a'.repeat(255) + '\u{1F600}';
+    const client = new Client({ name, version: '1' });
+    const transport = new StreamableHTTPClientTransport(fx.url('/mcp'));
+    await client.connect(transport);
+    const key = hash(transport.sessionId!);
+    rawSessionIds.push(transport.sessionId!);
+    await client.callTool({ name: 'echo', arguments: { text: 'x' } });
+    await client.close();
+    const events = await fx.eventsWhen((evs) => byType(evs, 'settlement').filter((e) => e.session_key === key).length >= 2);
+    const mine = events.filter((e) => e.session_key === key && e.client_name !== undefined && e.client_name !== '');
+    expect(mine.length).toBeGreaterThan(0);
+    expect(invalidEvents(mine)).toEqual([]);
+    expect(new Set(mine.map((e) => e.client_name))).toEqual(new Set(['a'.repeat(255) + '\uFFFD']));
+  });
+
   it('refused misses: unknown session id (404) → unknown_after_boot', async () => {
     const stale = 'stale-session-RAW-0001';
     rawSessionIds.push(stale);

@@ -177,6 +177,7 @@ export class ExportQueue<T> {
       let r: OutRecord | undefined;
       try {
         r = this.o.render(item);
+        if (r) r = wellFormed(r);
       } catch (err) {
         this.o.onError(err);
       }
@@ -237,6 +238,23 @@ export class ExportQueue<T> {
       this.o.onError(err);
     }
   }
+}
+
+/**
+ * `r` with every string attribute well-formed UTF-16 (ECMA-262
+ * `String.prototype.toWellFormed`: a lone surrogate becomes U+FFFD). A client's text
+ * can hold one (a JSON `\ud83d` escape), and a cut at a length limit can split a
+ * pair (`clientInfo.name` of 255 letters and an emoji); the store cannot keep such a
+ * string, so the gateway refused every record of the session that carried it, while
+ * the counters said exported (a break-it pass). `r` itself when all are well-formed.
+ */
+export function wellFormed(r: OutRecord): OutRecord {
+  let fixed: Record<string, AttributeValue> | undefined;
+  for (const key in r.attributes) {
+    const v = r.attributes[key];
+    if (typeof v === 'string' && !v.isWellFormed()) (fixed ??= { ...r.attributes })[key] = v.toWellFormed();
+  }
+  return fixed === undefined ? r : { ...r, attributes: fixed };
 }
 
 const EXPORT_SUCCESS = 0;
