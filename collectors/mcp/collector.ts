@@ -735,7 +735,14 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       for (const other of open) {
         if (other !== ex && !other.settled && other.sessionKey === ex.sessionKey && other.summary.expectsResponse && other.summary.id === s.cancelledRequestId) target = other;
       }
-      if (target) target.cancelled = true;
+      if (target) {
+        // Settled now: the SDK server keeps a cancelled request's SSE stream open until
+        // the session closes, so waiting for its end left it unsettled, and at a
+        // shutdown it counted as in flight (a break-it pass). Whatever the response
+        // still writes is the cancelled request's and changes nothing.
+        target.cancelled = true;
+        settle(target, false);
+      }
     }
   };
 
