@@ -105,7 +105,8 @@ export const NAMED_QUERIES: Readonly<Record<string, NamedQuery>> = Object.freeze
   refused_misses: define(
     'refused_misses',
     'Refused misses per boot by reason, status and method, and what the same session did next. ' +
-      'boot: the boot_id on server rows (its time: restarts); on proxy rows the number of the proxy-inferred restart before the miss (0: none in the range), whose time is boot_at (null on server rows).',
+      'boot: the boot_id on server rows (its time: restarts); on proxy rows the number of the proxy-inferred restart before the miss (0: none in the range), whose time is boot_at (null on server rows). ' +
+      'misses_active / sessions_active: those on sessions served in the range before the miss (a 2xx through the proxy, a successful request on the server), not on sessions already stale when the range began.',
     windowParam,
     { window_s: 'Float64' },
     {

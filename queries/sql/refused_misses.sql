@@ -16,8 +16,8 @@
 -- at any time, never_seen otherwise) and its boot is the inferred restart before it.
 -- misses_active / sessions_active: of those, the misses on sessions that had a 2xx
 -- in the range before the miss (a session the range's boot served, not one that
--- was stale already when the range began); a server's miss always counts, the
--- server's reason stands.
+-- was stale already when the range began); for a server's miss, a successful
+-- request on the session (server_refused.sql `active`); the server's reason stands.
 -- requires: proxy_lines, proxy_signal_lines, proxy_refused, proxy_restarts, server_misses, refused_server_groups
 WITH
 -- the servers' misses: a proxy miss is kept only where no server recorded the same

@@ -1,7 +1,7 @@
 -- refused_server_groups: the `refused_misses` rows of source 'server' (see
 -- refused_misses.sql): the servers' misses by boot, reason, status, methods and
--- what the session did next. A server's miss always counts as active (the
--- server's reason stands). Read by refused_misses.sql, and alone by
+-- what the session did next. The server's reason stands; a miss is active when its
+-- session had a successful request in the range before it (server_refused.sql). Read by refused_misses.sql, and alone by
 -- narrowed/refused_misses.sql where every miss the proxy logged was recorded by a
 -- server too (queries/registry.ts NARROWED_QUERIES).
 -- requires: server_misses
@@ -12,7 +12,7 @@ SELECT
     reason, http_status, http_method, mcp_method, next,
     count() AS misses,
     uniqExact(skh) AS sessions,
-    misses AS misses_active,
-    sessions AS sessions_active
+    countIf(active) AS misses_active,
+    uniqExactIf(skh, active) AS sessions_active
 FROM server_misses
 GROUP BY boot_id, reason, http_status, http_method, mcp_method, next

@@ -3,7 +3,8 @@
 -- and principal) did next within window_s: initialize (the client initialized
 -- again within window_s), same_session_again (the session's id arrived again
 -- later), nothing. window_s includes its end, to the microsecond (compared as
--- whole microseconds, as in refused_misses.sql). Read from server_requests
+-- whole microseconds, as in refused_misses.sql). active: the session had a
+-- successful request in the range before the miss. Read from server_requests
 -- (schema/migrations/0007), joined on its hashed ids. The refused misses and
 -- their own arrivals are read once each (scalars; a miss's client is its own user
 -- agent and principal, else, where it lacks either, its arrival's: the collector
@@ -93,6 +94,30 @@ session_last AS
     INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).4 AS skh) AS r ON r.skh = a.h
     GROUP BY a.h
 ),
+-- each refused session's first successful request in the range (a settlement with
+-- outcome ok on the session's id): the whole hours from the rollup
+-- (server_sessions.first_ok, schema/migrations/0008), the cut hours from the rows. A
+-- miss after it is on a session the range's boot served (`active`); one before it,
+-- or on a session with none, is on a session already stale when the range began (a
+-- client resending a dead id across restarts: its misses were counted against every
+-- later deploy; a break-it pass).
+session_first_ok AS
+(
+    SELECT a.h AS skh, min(a.first_t) AS first_ok_t, toUInt8(1) AS hit
+    FROM
+    (
+        SELECT h, first_ok AS first_t FROM server_sessions
+        WHERE refused_whole_hours AND ts >= toDateTime(refused_hour_lo, 'UTC') AND ts < toDateTime(refused_hour_hi, 'UTC')
+          AND first_ok < inf
+        UNION ALL
+        SELECT skh AS h, t AS first_t FROM srv
+        WHERE event_type = 'settlement' AND ok AND skh != 0
+          AND NOT (refused_whole_hours AND ts >= {whole_from:DateTime64(6, 'UTC')}
+                   AND ts < {whole_to:DateTime64(6, 'UTC')})
+    ) AS a
+    INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).4 AS skh) AS r ON r.skh = a.h
+    GROUP BY a.h
+),
 -- the refused clients' initializes, one row each: a miss finds the first one
 -- after it (ASOF), so a client with thousands of sessions costs its rows, not
 -- its misses times its initializes
@@ -109,7 +134,9 @@ SELECT
     multiIf(
         ci.hit = 1 AND round((ci.t - j.t) * 1e6) <= round({window_s:Float64} * 1e6), 'initialize',
         sl.last_t > j.t, 'same_session_again',
-        'nothing') AS next
+        'nothing') AS next,
+    fo.hit = 1 AND fo.first_ok_t < j.t AS active
 FROM judged AS j
 LEFT JOIN session_last AS sl ON sl.skh = j.skh
+LEFT JOIN session_first_ok AS fo ON fo.skh = j.skh
 ASOF LEFT JOIN client_inits AS ci ON ci.clienth = j.clienth AND j.t < ci.t
