@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -145,6 +145,42 @@ describe('Express host (createMcpExpressApp + app.use(collector.middleware))', (
     // token to be invalid, classifyChallenge calls it the first handshake.
     expect(challenge).toMatchObject({ http_status: 401, has_credential: false, challenge_class: 'missing_credential', has_resource_metadata: true });
     expect(byType(evs, 'settlement').some((s) => s.principal_key === hash('express-principal-RAW'))).toBe(true);
+  });
+});
+
+describe('Express host wrapped at the server (http.createServer(collector.wrapHandler(app)))', () => {
+  // createMcpExpressApp installs express.json() and a Host check ahead of any app.use:
+  // a middleware added after them never saw the requests they refused (malformed JSON,
+  // a body over 100 kB), so those were missing from the store (a break-it pass).
+  // Wrapped at the server, every request is observed.
+  let host: Host;
+  beforeAll(async () => {
+    const { exporter, collector } = newCollector('express-wrapped');
+    const app = createMcpExpressApp();
+    app.post('/mcp', (_req: IncomingMessage, res: ServerResponse & { status(code: number): { json(v: unknown): void } }) => void res.status(404).json(NOT_FOUND));
+    const server = createServer(collector.wrapHandler(app));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    host = {
+      collector,
+      exporter,
+      base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+      async close() {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+        await collector.shutdown({ drainTimeoutMs: 0 });
+      },
+    };
+  });
+  afterAll(() => host.close());
+
+  it('records the requests express.json() refuses before any route: malformed JSON (400), a body over its limit (413)', async () => {
+    const post = (body: string) => fetch(host.base + '/mcp', { method: 'POST', headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' }, body });
+    expect((await post('{"jsonrpc": "2.0", "id": 1, "method":')).status).toBe(400);
+    expect((await post(JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { pad: 'x'.repeat(200_000) } }))).status).toBe(413);
+    const evs = await events(host, (e) => byType(e, 'settlement').length >= 2);
+    expect(byType(evs, 'settlement').map((s) => s.http_status).sort()).toEqual([400, 413]);
+    expect(byType(evs, 'arrival')).toHaveLength(2);
+    expect(invalidEvents(evs)).toEqual([]);
   });
 });
 
