@@ -27,6 +27,8 @@ describe('OTLP/HTTP export', () => {
   let server: Server;
   let url: string;
   const received: Received[] = [];
+  /** The receiver's answer body (OTLP ExportLogsServiceResponse as JSON). */
+  let answer = '{}';
 
   beforeAll(async () => {
     server = createServer((req, res) => {
@@ -34,7 +36,7 @@ describe('OTLP/HTTP export', () => {
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
         received.push({ path: req.url ?? '', contentType: req.headers['content-type'] ?? '', body: Buffer.concat(chunks) });
-        res.writeHead(200, { 'Content-Type': 'application/json' }).end('{}');
+        res.writeHead(200, { 'Content-Type': 'application/json' }).end(answer);
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -84,6 +86,21 @@ describe('OTLP/HTTP export', () => {
     expect(events[3]).toMatchObject({ global_count: 40, global_cap: 256 });
     expect(events[4]).toMatchObject({ reason: 'upgrade', in_flight: 0 });
     expect(collector.counters()).toMatchObject({ exported: 5, export_failures: 0, dropped: 0 });
+  });
+
+  it('JSON: counts the records a receiver refuses (partial success) as failed, not exported (a break-it pass: all counted exported)', async () => {
+    const before = received.length;
+    answer = '{"partialSuccess":{"rejectedLogRecords":"1","errorMessage":"record 0: client_name lone_surrogate"}}';
+    try {
+      const collector = createMcpCollector({ hashKey: HASH_KEY, service: { name: 'otlp-partial' }, otlp: { url } });
+      collector.recordCapSnapshot({ principal: 'p', liveCount: 1, liveCap: 8 });
+      await collector.shutdown({ drainTimeoutMs: 0 });
+      const requests = received.length - before;
+      expect(requests).toBeGreaterThan(0);
+      expect(collector.counters()).toMatchObject({ emitted: 3, exported: 3 - requests, failed_records: requests, export_failures: 0 });
+    } finally {
+      answer = '{}';
+    }
   });
 
   it('JSON: a request becomes one exchange record that splits into a valid arrival and settlement', async () => {

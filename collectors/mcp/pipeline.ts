@@ -29,7 +29,7 @@ export interface PipelineCounters {
   exported: number;
   /** Export calls that failed (unreachable endpoint, timeout, non-retryable status). */
   export_failures: number;
-  /** Records in failed export calls (lost). */
+  /** Records in failed export calls, or refused by the receiver (OTLP partial success): lost. */
   failed_records: number;
   /** Records accepted and not yet handed to the exporter. */
   queued: number;
@@ -51,9 +51,13 @@ export interface OutRecord {
   readonly attributes: Readonly<Record<string, AttributeValue>>;
 }
 
-/** Sends one batch; calls `done` exactly once. Never retries on its own account. */
+/**
+ * Sends one batch; calls `done` exactly once: with the error of a failed export, or
+ * with how many of the records the receiver refused (OTLP partial success,
+ * `rejectedLogRecords`; 0 or absent: none). Never retries on its own account.
+ */
 export interface RecordSink {
-  export(records: readonly OutRecord[], done: (error?: Error) => void): void;
+  export(records: readonly OutRecord[], done: (error?: Error, rejected?: number) => void): void;
   forceFlush(): Promise<void>;
   shutdown(): Promise<void>;
 }
@@ -191,7 +195,7 @@ export class ExportQueue<T> {
     c.exporting += m;
     return new Promise<void>((resolve) => {
       let finished = false;
-      const finish = (error?: Error) => {
+      const finish = (error?: Error, rejected = 0) => {
         if (finished) return;
         finished = true;
         clearTimeout(timeout);
@@ -200,7 +204,12 @@ export class ExportQueue<T> {
         if (error) {
           c.export_failures += 1;
           c.failed_records += m;
-        } else c.exported += m;
+        } else {
+          // Records the receiver refused are lost as much as a failed call's (they were counted exported: a break-it pass).
+          const lost = Math.min(m, Math.max(0, Math.floor(rejected) || 0));
+          c.failed_records += lost;
+          c.exported += m - lost;
+        }
         resolve();
       };
       const timeout = setTimeout(() => finish(new Error(`export timed out after ${this.o.exportTimeoutMillis} ms`)), this.o.exportTimeoutMillis);
@@ -363,9 +372,19 @@ interface OtlpHttpModule {
 export function createOtlpJsonSink(options: OtlpOptions, origin: RecordOrigin): RecordSink {
   const requireFrom = createRequire(createRequire(import.meta.url).resolve('@opentelemetry/exporter-logs-otlp-http'));
   const http = requireFrom('@opentelemetry/otlp-exporter-base/node-http') as OtlpHttpModule;
+  let rejected = 0;
   const delegate = http.createOtlpHttpExportDelegate(
     http.convertLegacyHttpOptions(otlpConfig(options), 'LOGS', 'v1/logs', { 'Content-Type': 'application/json' }),
-    { serializeRequest: (b) => b.bytes, deserializeResponse: (data) => (data.byteLength ? JSON.parse(new TextDecoder().decode(data)) : {}) },
+    {
+      serializeRequest: (b) => b.bytes,
+      // The delegate calls this and then the export's callback in one synchronous step,
+      // so `rejected` is the answer of the request whose callback reads it.
+      deserializeResponse: (data) => {
+        const response = data.byteLength ? JSON.parse(new TextDecoder().decode(data)) : {};
+        rejected = Number(response?.partialSuccess?.rejectedLogRecords) || 0;
+        return response;
+      },
+    },
     'otlp_http_log_exporter',
     { name: 'log', countItems: (b) => b.count },
     undefined,
@@ -381,9 +400,11 @@ export function createOtlpJsonSink(options: OtlpOptions, origin: RecordOrigin): 
         body += `${i ? ',' : ''}{"timeUnixNano":"${Math.round(r.tsUs)}000","eventName":${jsonKey(r.eventName)},"attributes":${encodeAttributes(r.attributes)}}`;
       }
       body += ']}]}]}';
-      delegate.export({ count: records.length, bytes: Buffer.from(body, 'utf8') }, (result) =>
-        done(result.code === EXPORT_SUCCESS ? undefined : (result.error ?? new Error('export failed'))),
-      );
+      delegate.export({ count: records.length, bytes: Buffer.from(body, 'utf8') }, (result) => {
+        const refused = rejected;
+        rejected = 0;
+        done(result.code === EXPORT_SUCCESS ? undefined : (result.error ?? new Error('export failed')), refused);
+      });
     },
     forceFlush: () => delegate.forceFlush(),
     shutdown: () => delegate.shutdown(),
