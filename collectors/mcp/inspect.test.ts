@@ -57,6 +57,11 @@ describe('JsonBodyTap', () => {
 });
 
 describe('summarizeRequest', () => {
+  it('gives a response the client sends (to a server request) no id: the id is the server request\'s', () => {
+    expect(summarizeRequest({ jsonrpc: '2.0', id: 99, result: {} })).toMatchObject({ method: '', id: '', expectsResponse: false });
+    expect(summarizeRequest({ jsonrpc: '2.0', id: 7, error: { code: -1, message: 'no' } })).toMatchObject({ id: '' });
+    expect(summarizeRequest({ jsonrpc: '2.0', id: 3, method: 'tools/list' })).toMatchObject({ method: 'tools/list', id: '3' });
+  });
   it('reads method, id, tool name, client info and protocol version', () => {
     expect(summarizeRequest({ jsonrpc: '2.0', id: 3, method: 'tools/call', params: { name: 'search' } })).toMatchObject({
       method: 'tools/call',

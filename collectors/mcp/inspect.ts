@@ -96,7 +96,9 @@ export function summarizeRequest(body: unknown): RequestSummary | undefined {
   const cancelledParams = cancelled && isRecord(cancelled.params) ? cancelled.params : EMPTY_RECORD;
   return {
     method,
-    id: idText(main.id),
+    // a response the client sends (to the server's own request) has no method: its id
+    // is the server's request's, not a request of the client's (a break-it pass)
+    id: typeof main.method === 'string' ? idText(main.id) : '',
     toolName: method === 'tools/call' ? str(params.name) : '',
     batchSize: Array.isArray(body) ? body.length : 1,
     expectsResponse,
