@@ -829,7 +829,9 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
       if (finished && ex.sseTap) ex.sseTap.end();
       findings.truncated = Boolean(ex.jsonTap?.truncated || ex.sseTap?.truncated);
       const status = ex.headSeen ? ex.status : 0;
-      const challenged = isAuthChallenge(status, headerList(ex.wwwAuthenticate));
+      // (the header is read only where it can matter: this runs for every request)
+      const wwwAuthenticate = status === 401 || status === 403 ? headerList(ex.wwwAuthenticate) : [];
+      const challenged = isAuthChallenge(status, wwwAuthenticate);
       const v = classifySettlement({
         challenged,
         finished,
@@ -900,7 +902,7 @@ export function createMcpCollector(options: McpCollectorOptions): McpCollector {
         );
       }
       if (finished && challenged) {
-        const c = classifyChallenge(status, headerList(ex.wwwAuthenticate), ex.hasCredential);
+        const c = classifyChallenge(status, wwwAuthenticate, ex.hasCredential);
         emitEvent(
           {
             event_type: 'auth_challenge',

@@ -426,17 +426,20 @@ function isDataError(err: unknown): boolean {
  */
 async function writeDeadLetters(targets: WriteTargets, range: MessageRange, letters: readonly DeadLetter[]): Promise<void> {
   const origin = `${range.topic}:${range.partition}`;
-  const texts = letters.map((l) => payloadText(l.message.value ?? Buffer.alloc(0)));
+  const candidates = letters.map((letter) => {
+    const value = letter.message.value ?? Buffer.alloc(0);
+    return { letter, bytes: value.length, text: payloadText(value) };
+  });
   const have = await targets.store.query<{ position: number | string; payload: string }>(
     `SELECT DISTINCT position, payload FROM dead_letters
      WHERE source = 'kafka' AND origin = {origin:String} AND position BETWEEN {first:UInt64} AND {last:UInt64}`,
     { origin, first: range.first.toString(), last: range.last.toString() },
   );
   const written = new Set(have.map((r) => `${r.position}\n${r.payload}`));
-  const missing = letters.flatMap((l, i) => (written.has(`${l.message.offset}\n${texts[i]!.payload}`) ? [] : [{ letter: l, text: texts[i]! }]));
+  const missing = candidates.filter((c) => !written.has(`${c.letter.message.offset}\n${c.text.payload}`));
   if (missing.length === 0) return;
   await targets.publishDeadLetters(range, missing.map((m) => m.letter));
-  const rows = missing.map(({ letter: l, text }) =>
+  const rows = missing.map(({ letter: l, bytes, text }) =>
     JSON.stringify({
       source: 'kafka',
       origin,
@@ -444,7 +447,7 @@ async function writeDeadLetters(targets: WriteTargets, range: MessageRange, lett
       reason: l.reason,
       detail: text.base64 ? `${l.detail} (payload is base64)` : l.detail,
       payload: text.payload,
-      payload_bytes: (l.message.value ?? Buffer.alloc(0)).length,
+      payload_bytes: bytes,
     }),
   );
   await targets.store.insertJsonEachRow('dead_letters', rows.join('\n'));

@@ -73,45 +73,26 @@ judged AS
     FROM (SELECT arrayJoin(refused_rows) AS x) AS r
     LEFT JOIN (SELECT arrayJoin(refused_arrival_rows) AS a) AS ra ON ra.a.1 = r.x.8 AND r.x.8 != 0
 ),
--- each refused session's latest arrival: the whole hours from the rollup
--- (server_sessions.last_arrival, schema/migrations/0013), the hours the range cuts
--- from the rows (bounds on the rows' DateTime64 key are DateTime64: see
--- test/queries-datetime-bounds.test.ts)
-session_last AS
+-- each refused session's latest arrival, and its first successful request (a
+-- settlement with outcome ok on the session's id; inf: none), in one read: the whole
+-- hours from the rollup (server_sessions.last_arrival and first_ok,
+-- schema/migrations/0008, 0013), the hours the range cuts from the rows (bounds on
+-- the rows' DateTime64 key are DateTime64: see test/queries-datetime-bounds.test.ts).
+-- A miss after the first success is on a session the range's boot served (`active`);
+-- one before it, or on a session with none, is on a session already stale when the
+-- range began (a client resending a dead id across restarts: its misses were counted
+-- against every later deploy; a break-it pass).
+session_span AS
 (
-    SELECT a.h AS skh, max(a.last_t) AS last_t
+    SELECT a.h AS skh, max(a.last_t) AS last_t, min(a.first_ok_t) AS first_ok_t
     FROM
     (
-        SELECT h, last_arrival AS last_t FROM server_sessions
+        SELECT h, last_arrival AS last_t, first_ok AS first_ok_t FROM server_sessions
         WHERE refused_whole_hours AND ts >= toDateTime(refused_hour_lo, 'UTC') AND ts < toDateTime(refused_hour_hi, 'UTC')
-          AND last_arrival > 0
+          AND (last_arrival > 0 OR first_ok < inf)
         UNION ALL
-        SELECT skh AS h, t AS last_t FROM srv
-        WHERE event_type = 'arrival'
-          AND NOT (refused_whole_hours AND ts >= {whole_from:DateTime64(6, 'UTC')}
-                   AND ts < {whole_to:DateTime64(6, 'UTC')})
-    ) AS a
-    INNER JOIN (SELECT DISTINCT arrayJoin(refused_rows).4 AS skh) AS r ON r.skh = a.h
-    GROUP BY a.h
-),
--- each refused session's first successful request in the range (a settlement with
--- outcome ok on the session's id): the whole hours from the rollup
--- (server_sessions.first_ok, schema/migrations/0008), the cut hours from the rows. A
--- miss after it is on a session the range's boot served (`active`); one before it,
--- or on a session with none, is on a session already stale when the range began (a
--- client resending a dead id across restarts: its misses were counted against every
--- later deploy; a break-it pass).
-session_first_ok AS
-(
-    SELECT a.h AS skh, min(a.first_t) AS first_ok_t, toUInt8(1) AS hit
-    FROM
-    (
-        SELECT h, first_ok AS first_t FROM server_sessions
-        WHERE refused_whole_hours AND ts >= toDateTime(refused_hour_lo, 'UTC') AND ts < toDateTime(refused_hour_hi, 'UTC')
-          AND first_ok < inf
-        UNION ALL
-        SELECT skh AS h, t AS first_t FROM srv
-        WHERE event_type = 'settlement' AND ok AND skh != 0
+        SELECT skh AS h, if(event_type = 'arrival', t, 0.) AS last_t, if(event_type = 'settlement' AND ok, t, inf) AS first_ok_t FROM srv
+        WHERE event_type IN ('arrival', 'settlement')
           AND NOT (refused_whole_hours AND ts >= {whole_from:DateTime64(6, 'UTC')}
                    AND ts < {whole_to:DateTime64(6, 'UTC')})
     ) AS a
@@ -133,10 +114,9 @@ SELECT
     j.http_method AS http_method, j.mcp_method AS mcp_method,
     multiIf(
         ci.hit = 1 AND round((ci.t - j.t) * 1e6) <= round({window_s:Float64} * 1e6), 'initialize',
-        sl.last_t > j.t, 'same_session_again',
+        ss.last_t > j.t, 'same_session_again',
         'nothing') AS next,
-    fo.hit = 1 AND fo.first_ok_t < j.t AS active
+    ss.skh = j.skh AND ss.first_ok_t < j.t AS active
 FROM judged AS j
-LEFT JOIN session_last AS sl ON sl.skh = j.skh
-LEFT JOIN session_first_ok AS fo ON fo.skh = j.skh
+LEFT JOIN session_span AS ss ON ss.skh = j.skh
 ASOF LEFT JOIN client_inits AS ci ON ci.clienth = j.clienth AND j.t < ci.t
