@@ -361,11 +361,30 @@ describe('cannot evaluate (exit code 2)', () => {
     expect(none.reason).toMatch(/^no restart up at or before 2026-11-30T03:00:00\.000000Z \(the first is up at 2026-11-30T04:00/);
   });
 
+  it('the example time an unknown deploy is given names the latest restart (it was cut to the second, before it: a newcomer pass)', async () => {
+    const latest = await canary('stalebefore');
+    const unknown = await canary('stalebefore', 'nope');
+    const example = /e\.g\. (\S+), just after the latest restart/.exec(unknown.reason ?? '')?.[1];
+    expect(example).toMatch(/^2026-11-30T04:01:\d\dZ$/);
+    expect((await canary('stalebefore', example)).deploy).toEqual({ ...latest.deploy, requested: example });
+  });
+
+  it('a time may be a date alone or epoch seconds, as the other commands take; a bad date is said to be one', async () => {
+    const latest = await canary('stalebefore');
+    const epoch = String(Math.ceil(Date.parse(latest.deploy!.up_at!) / 1000));
+    expect((await canary('stalebefore', epoch)).deploy).toEqual({ ...latest.deploy, requested: epoch });
+    // (every restart of the scope is up after midnight)
+    expect((await canary('stalebefore', '2026-11-30')).reason).toMatch(/^no restart up at or before 2026-11-30T00:00:00\.000000Z /);
+    const bad = await canary('stalebefore', '2026-13-01');
+    expect(bad).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2 });
+    expect(bad.reason).toMatch(/^"2026-13-01" is not a valid time, and no boot has that boot_id or release: a time is ISO-8601 /);
+  });
+
   it('a first boot is not a deploy', async () => {
     const r = await canary('pass', 'v1');
     expect(r.exit_code).toBe(2);
     // said as such, not as an unknown deploy; the example time is the store's latest restart
-    expect(r.reason).toMatch(/^"v1" is the first boot of service "pass" \(boot_id \S+, release v1\) in the store: a service's first boot is not a deploy, .*A time \(ISO-8601, e\.g\. \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, the latest restart's\)/);
+    expect(r.reason).toMatch(/^"v1" is the first boot of service "pass" \(boot_id \S+, release v1\) in the store: a service's first boot is not a deploy, .*A time \(ISO-8601 or epoch seconds, e\.g\. \d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ, just after the latest restart\)/);
     expect(r.reason).not.toMatch(/unknown deploy/);
   });
 

@@ -95,7 +95,7 @@ const GATE_TITLES: Readonly<Record<GateId, string>> = {
   proxy_5xx_in_gap: 'proxy-generated 5xx in the restart gap',
   refused_after_boot: 'refused misses after the boot on sessions active before it',
   unsettled_at_shutdown: 'arrivals unsettled at shutdown (the boot that ended)',
-  sessions_lost_tools: 'sessions that lost their tools (unrecovered stale sessions)',
+  sessions_lost_tools: 'sessions that lost their tools in the deploy window (refused there, never recovered)',
   invalid_token_rate: 'invalid_token rate against the baseline',
 };
 
@@ -738,7 +738,9 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
         return cannot(`no restart up at or before ${isoMicros(asTime)}${restarts.length ? ` (the first is up at ${isoMicros(at(restarts[0]!))})` : ''}${unread}`);
       }
       const releases = [...new Set(serverRows.map((r) => r.release).filter(Boolean))];
-      const example = `A time (ISO-8601, e.g. ${isoMicros(at(restarts.at(-1)!)).replace(/\.\d+Z$/, 'Z')}, the latest restart's) names the last restart up at or before it, proxy-inferred ones too`;
+      // (the latest restart's time rounded up to the second: cut to it, the example was
+      // before that restart and named the one before: a newcomer pass)
+      const example = `A time (ISO-8601 or epoch seconds, e.g. ${isoMicros(Math.ceil(at(restarts.at(-1)!) / 1e6) * 1e6).replace(/\.\d+Z$/, 'Z')}, just after the latest restart) names the last restart up at or before it, proxy-inferred ones too`;
       // a boot that is no restart: its service's first (found by a newcomer pass: it got the unknown deploy's words)
       const [first] = await store.query<{ service: string; boot_id: string; release: string }>(
         `SELECT service, toString(boot_id) AS boot_id, release FROM events
@@ -751,7 +753,11 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
         first
           ? `${JSON.stringify(requested)} is the first boot of service ${JSON.stringify(first.service)} (boot_id ${first.boot_id}${first.release ? `, release ${first.release}` : ''}) in the store: ` +
               `a service's first boot is not a deploy, there is no earlier boot to compare it with. ${example}`
-          : `unknown deploy ${JSON.stringify(requested)}: no boot has that boot_id or release` +
+          : looksLikeTime(requested)
+            ? // (a bad date was answered as an unknown release: a newcomer pass)
+              `${JSON.stringify(requested)} is not a valid time, and no boot has that boot_id or release: a time is ISO-8601 ` +
+              `(YYYY-MM-DD[Thh:mm[:ss[.ffffff]]][Z|±hh:mm], UTC without an offset) or epoch seconds. ${example}`
+            : `unknown deploy ${JSON.stringify(requested)}: no boot has that boot_id or release` +
               (releases.length ? ` (releases with a restart: ${releases.join(', ')})` : ' (the store has no server restarts)') +
               `${unread}. ${example}`,
       );
@@ -1050,7 +1056,17 @@ function pickServerRestart<T extends { boot_id: string; release: string }>(rows:
  * @returns undefined when it is not a time.
  */
 function deployTimeMicros(requested: string): number | undefined {
-  return /^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}/.test(requested) ? parseTimeMicros(requested) : undefined;
+  return looksLikeTime(requested) ? parseTimeMicros(requested) : undefined;
+}
+
+/**
+ * Whether `--deploy` names a time rather than a release or boot_id: a date first
+ * (`YYYY-MM-DD…`, the forms {@link parseTimeMicros} reads) or epoch seconds of 9 digits
+ * or more (from 1973 on), so a short build number stays a release. A release or boot_id
+ * of that shape is matched first all the same.
+ */
+function looksLikeTime(requested: string): boolean {
+  return /^\d{4}-\d{2}-\d{2}/.test(requested) || /^\d{9,}(\.\d+)?$/.test(requested);
 }
 
 /** One named query's rows and how it was called. */

@@ -63,7 +63,7 @@ export function registerCanary(program: Command): void {
   program
     .command('canary')
     .description('post-deploy canary: gates over one deploy window and success bounds; exit 0 pass, 1 fail, 2 cannot evaluate')
-    .option('--deploy <release|boot_id|latest|time>', 'the deploy: a release, a boot_id, latest (the most recent restart), or a time (ISO-8601: the last restart up at or before it)')
+    .option('--deploy <release|boot_id|latest|time>', 'the deploy: a release, a boot_id, latest (the most recent restart), or a time (ISO-8601, a date, or epoch seconds: the last restart up at or before it)')
     .option('--after <duration>', 'how long after the boot the deploy window runs (e.g. 90s, 15m, 1h; a bare number is seconds)', `${DEFAULT_AFTER_S / 60}m`)
     .option('--baseline <duration>', 'baseline length before the restart, a duration like --after (default: as long as the deploy window)')
     .option('--format <format>', 'md | json | html', 'md')
