@@ -202,6 +202,16 @@ describe('GET /api/queries/:name', () => {
     expect(repeated.json().rows.length).toBeGreaterThan(0);
   });
 
+  it('says in warnings where its mcp_paths match no proxy line, as query says it on stderr (a newcomer pass: rows [] alone)', async () => {
+    const wrong = (await get(`/api/queries/restarts?service=${SERVICE}&mcp_paths=/mcp/`)).json();
+    expect(wrong.rows).toEqual([]);
+    expect(wrong.warnings).toHaveLength(1);
+    expect(wrong.warnings[0]).toMatch(/^The mcp_paths parameter \(\/mcp\/\) matches no proxy line in this range; the proxy log's MCP endpoint looks like \/mcp/);
+    const some = (await get(`/api/queries/restarts?service=${SERVICE}&mcp_paths=/mcp,/other`)).json();
+    expect(some.warnings[0]).toMatch(/^The mcp_paths parameter: \/other matches no proxy line in this range \(\/mcp does\)/);
+    expect((await get(`/api/queries/restarts?service=${SERVICE}`)).json().warnings).toEqual([]);
+  });
+
   it('answers a bad parameter with 400 and the coded error', async () => {
     const res = await get('/api/queries/refused_misses?window_s=soon');
     expect(res.statusCode).toBe(400);

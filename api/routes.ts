@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
-import { NAMED_QUERIES, bindParams, describeQueries, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
+import { NAMED_QUERIES, bindParams, checkMcpPaths, describeQueries, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { tsvTable } from '../core/table.ts';
 import { buildCanaryReport, buildContinuityReport, CANARY_FORMATS, gatesFromData, parseDuration, renderCanary, type CanaryFormat } from '../reports/index.ts';
 import { MAX_SQL_ROWS, type Store } from '../store/index.ts';
@@ -91,9 +91,11 @@ const REPORT_PARAMS = new Set(Object.values(NAMED_QUERIES).flatMap((q) => Object
  *
  * - `GET /queries` → `{ queries: [{ name, description, params: {name: ClickHouse type}, columns: {name: ClickHouse type} }] }`
  *   (queries/registry.ts `NAMED_QUERIES`).
- * - `GET /queries/:name?param=value…` → `{ query, params, rows }`: the named query
+ * - `GET /queries/:name?param=value…` → `{ query, params, rows, warnings }`: the named query
  *   with bound parameters (repeat a key, or use commas, for an array parameter);
- *   times are UTC `YYYY-MM-DD hh:mm:ss.ffffff` strings, counts numbers.
+ *   times are UTC `YYYY-MM-DD hh:mm:ss.ffffff` strings, counts numbers; `warnings`
+ *   (strings) says what makes the rows read less than the store holds: configured MCP
+ *   paths that match no proxy line (queries/registry.ts `checkMcpPaths`).
  *   Unknown name → 404 `CONT_ERR_QUERY_UNKNOWN`; bad or unknown parameter → 400
  *   `CONT_ERR_QUERY_PARAM`.
  * - `GET /report?param=value…` → the continuity report (reports/continuity.ts
@@ -154,7 +156,10 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     // Bound here too only to echo the values used (defaults applied); runQuery binds again.
     const params = bindParams(q.name, given);
     const rows = await runQuery(store, q.name, given);
-    return { query: q.name, params, rows };
+    // configured MCP paths that match no proxy line empty every proxy-derived row: said,
+    // as `continuity query` says it on stderr (a newcomer pass: rows [] alone)
+    const paths = 'mcp_paths' in q.paramTypes ? await checkMcpPaths(store, given, undefined, 'mcp_paths' in req.query ? 'mcp_paths' : undefined) : null;
+    return { query: q.name, params, rows, warnings: paths?.warning ? [paths.warning] : [] };
   });
 
   app.get<{ Querystring: Record<string, string | string[]> }>('/report', async (req) => {
