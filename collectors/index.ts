@@ -1,7 +1,7 @@
 /** Collectors: where events are born (the Caddy log importer; the MCP server instrumentation comes later). */
 export { classifyChallenge, parseBearerParams } from './challenge.ts';
 export type { ChallengeInfo } from './challenge.ts';
-export { assertSomethingImported, convertCaddyLogs, importCaddyLogs } from './caddy/import.ts';
+export { assertSomethingImported, checkImportInputs, convertCaddyLogs, importCaddyLogs } from './caddy/import.ts';
 export type {
   CaddyImportOptions,
   ImportFileReport,

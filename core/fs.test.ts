@@ -20,7 +20,7 @@ describe('ensureDir', () => {
   it('refuses a path that is a file, and a path under a file', () => {
     const file = join(root, 'f');
     writeFileSync(file, 'x');
-    expect(() => ensureDir(file)).toThrow(expect.objectContaining({ code: 'EEXIST' }));
+    expect(() => ensureDir(file)).toThrow(expect.objectContaining({ code: 'ENOTDIR', message: expect.stringMatching(/^ENOTDIR: not a directory/) }));
     expect(() => ensureDir(join(file, 'sub'))).toThrow(expect.objectContaining({ code: 'ENOTDIR' }));
   });
 

@@ -7,7 +7,8 @@ import { dirname, resolve } from 'node:path';
  * under an existing parent with ENOENT (e.g. `/proc/nope`): it retries the parent and
  * the child in turn forever, at 100% CPU. Here each level is tried once.
  * @throws the `mkdir` error (ENOENT, EACCES, ENOTDIR, EROFS, …) of the first level that
- *   cannot be created, or EEXIST when `path` exists and is not a directory.
+ *   cannot be created, or ENOTDIR when `path` exists and is not a directory (mkdir's own
+ *   EEXIST said "file already exists", which read as if the directory were there).
  */
 export function ensureDir(path: string): void {
   const target = resolve(path);
@@ -18,7 +19,7 @@ export function ensureDir(path: string): void {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EEXIST') {
       if (statSync(target).isDirectory()) return;
-      throw err;
+      throw Object.assign(new Error(`ENOTDIR: not a directory (a file is there), mkdir '${target}'`), { code: 'ENOTDIR', path: target });
     }
     if (code !== 'ENOENT') throw err;
   }

@@ -203,6 +203,10 @@ describe('continuity canary', () => {
       expect(r.stderr, args.join(' ')).toMatch(/^error(: | CONT_ERR_CONFIG)/m);
     }
     expect((await continuity(['canary', '--help'], store)).code).toBe(0);
+    // --token is --url's: alone it was ignored unsaid (a newcomer pass)
+    const token = await continuity(['canary', '--deploy', 'v2', '--token', 'abc'], store);
+    expect(token.code).toBe(2);
+    expect(token.stderr).toMatch(/CONT_ERR_CONFIG: .*--token is the bearer token of --url/);
   });
 
   it('a gates file overrides a threshold; an invalid one is refused with CONT_ERR_CONFIG naming the file and field (exit 2)', async () => {

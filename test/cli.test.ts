@@ -288,9 +288,15 @@ describe('bad input through the CLI', () => {
     expect(apart.stderr).not.toContain('none joined');
   });
 
-  it('a missing file is CONT_ERR_INPUT_UNREADABLE', async () => {
-    const r = await continuity(['import', 'caddy', '/nonexistent/access.log'], freshDir());
+  it('a missing file is CONT_ERR_INPUT_UNREADABLE, and no store is created for it', async () => {
+    const dir = join(freshDir(), 'new-store');
+    const r = await continuity(['import', 'caddy', '/nonexistent/access.log'], dir);
     expect(r.code).toBe(1);
+    // (an empty store was left behind, which a later report took for a store: a newcomer pass)
+    expect(existsSync(dir)).toBe(false);
+    const analyzed = await continuity(['analyze', `${CAPTURES}caddy-sdk-restart/caddy-access.log`, '--errors', '/nonexistent/error.log'], dir);
+    expect(analyzed.stderr).toMatch(/CONT_ERR_INPUT_UNREADABLE: .*\/nonexistent\/error\.log: ENOENT/);
+    expect(existsSync(dir)).toBe(false);
     expect(r.stderr).toMatch(/CONT_ERR_INPUT_UNREADABLE/);
     // the code once: Node's message starts with it already
     expect(r.stderr).toContain("/nonexistent/access.log: ENOENT: no such file or directory, access '/nonexistent/access.log'");
@@ -456,6 +462,10 @@ describe('the deployment’s query settings (CONTINUITY_MCP_PATHS, CONTINUITY_RE
     expect(doc.queries.map((q) => q.name)).toEqual(listed.stdout.split('\n').filter((l) => /^\w+: /.test(l)).map((l) => l.split(':')[0]));
     expect(doc.queries.find((q) => q.name === 'session_continuity')!.defaults).toMatchObject({ window_s: 4.5, mcp_paths: ['/mcp'] });
     expect((await withEnv({}, ['query', '--list', '--format', 'csv'])).stderr).toContain('--list prints a table or json (got --format "csv")');
+    // a name lists that query alone (it listed every one: a newcomer pass)
+    const one = await withEnv({}, ['query', '--list', 'refused_misses']);
+    expect(one.stdout.split('\n').filter((l) => /^\w+: /.test(l)).map((l) => l.split(':')[0])).toEqual(['refused_misses']);
+    expect((await withEnv({}, ['query', '--list', 'nope'])).code).toBe(2);
     const bad = await withEnv({ CONTINUITY_REMINT_WINDOW_S: '-1' }, ['report']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('CONT_ERR_CONFIG');

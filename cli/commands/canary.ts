@@ -107,6 +107,8 @@ export function registerCanary(program: Command): void {
           process.exitCode = answer.exitCode;
           return;
         }
+        // (a token given without --url was ignored unsaid: a newcomer pass)
+        if (opts.token !== undefined) throw new ContinuityError('CONT_ERR_CONFIG', '--token is the bearer token of --url (a serve to ask); without --url the canary reads the store itself and takes no token');
         const config = configFrom(cmd.optsWithGlobals());
         const report = await withStore(config, (store) =>
           buildCanaryReport(store, {

@@ -219,6 +219,16 @@ function printRejects(report: ImportReport): void {
   if (report.lines.rejected > 20) process.stderr.write(`  … all of them are in the dead_letters table (continuity sql "SELECT * FROM dead_letters")\n`);
 }
 
+/**
+ * Every input of an import readable, checked before the store is opened (which creates
+ * it): collectors/caddy/import.ts `checkImportInputs`.
+ * @throws ContinuityError CONT_ERR_INPUT_UNREADABLE naming the path.
+ */
+async function checkInputsFirst(access: string[], flags: ImportFlags): Promise<void> {
+  const { checkImportInputs } = await import('../../collectors/index.ts');
+  await checkImportInputs([...access, ...(flags.errors ?? [])]);
+}
+
 /** `continuity import caddy <files…> [--errors <error.log>]`. */
 export function registerImport(program: Command): void {
   const imp = program.command('import').description('import observations into the store');
@@ -232,6 +242,8 @@ export function registerImport(program: Command): void {
     .option('--json', 'print the import report as JSON')
     .action(async (files: string[], flags: ImportFlags & { json?: boolean }, cmd: Command) => {
       const config = configFrom(cmd.optsWithGlobals());
+      // (an unreadable input left an empty store behind, which later reads took for one: a newcomer pass)
+      await checkInputsFirst(files, flags);
       const stop = stopOnSignal();
       const report = await withStore(config, (store) => runImport(store, config, files, flags, stop));
       if (flags.json) process.stdout.write(JSON.stringify(report, null, 2) + '\n');
@@ -258,6 +270,7 @@ export function registerAnalyze(program: Command): void {
     const config = configFrom(cmd.optsWithGlobals());
     // the report's flags checked before anything is imported
     const params = reportParams(flags, config);
+    await checkInputsFirst(files, flags);
     const stop = stopOnSignal();
     const report = await withStore(config, async (store) => {
       const imported = await runImport(store, config, files, flags, stop);

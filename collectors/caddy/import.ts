@@ -173,10 +173,12 @@ const RUN_KIND: Record<InputKind, string> = { access: 'caddy_access', error: 'ca
 
 /**
  * Checks that every input can be opened before anything is imported, so a typo in the
- * last path does not leave a partial import behind.
+ * last path does not leave a partial import behind; the CLI calls it before it opens
+ * the store too, so an import of nothing readable creates no store.
+ * @param paths file paths, `-` for standard input (at most once).
  * @throws ContinuityError CONT_ERR_INPUT_UNREADABLE naming the path.
  */
-async function checkInputs(paths: string[]): Promise<void> {
+export async function checkImportInputs(paths: string[]): Promise<void> {
   if (paths.filter((p) => p === '-').length > 1) {
     throw new ContinuityError('CONT_ERR_INPUT_UNREADABLE', "standard input ('-') can be read only once", { details: { path: '-' } });
   }
@@ -203,7 +205,7 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput, earlier
     ...errors.map((path) => ({ path, kind: 'error' as const })),
     ...options.access.map((path) => ({ path, kind: 'access' as const })),
   ];
-  await checkInputs(inputs.map((i) => i.path));
+  await checkImportInputs(inputs.map((i) => i.path));
   const report: ImportReport = {
     files: [],
     lines: { read: 0, parsed: 0, rejected: 0, skipped: 0, blank: 0 },
