@@ -347,3 +347,42 @@ describe('nothing imported', () => {
     expect(l.skipped + l.blank + l.parsed + l.rejected).toBe(l.read);
   });
 });
+
+describe('an import that relabels lines imported before (a newcomer pass: said nothing)', () => {
+  // (this file's store, one per process: the logs copied with a space after each line,
+  // so their contents are none the other tests imported)
+  let dir: string;
+  const copy = (from: string, name: string, count?: number): string => {
+    const lines = readFileSync(from, 'utf8').split('\n').filter(Boolean).slice(0, count);
+    const path = join(dir, name);
+    writeFileSync(path, lines.map((l) => `${l} `).join('\n') + '\n');
+    return path;
+  };
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'continuity-relabel-'));
+  });
+  afterAll(() => {
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('names the labels the latest earlier import of the same content gave, and nothing where they are the same', async () => {
+    const access = [copy(RESTART.access[0]!, 'restart.log')];
+    const first = await importCaddyLogs(t.store, { access, hasher, service: 'relabel-a' });
+    expect(first.relabelled).toEqual([]);
+    const unlabelled = await importCaddyLogs(t.store, { access, hasher });
+    expect(unlabelled.relabelled).toEqual([{ path: access[0], before: [{ service: 'relabel-a', environment: '' }], now: { service: '', environment: '' } }]);
+    // the lines carry no service now: the same import again relabels nothing
+    expect((await importCaddyLogs(t.store, { access, hasher })).relabelled).toEqual([]);
+    const [n] = await t.store.query<{ n: number }>("SELECT count() AS n FROM proxy_access FINAL WHERE service = 'relabel-a'");
+    expect(Number(n!.n)).toBe(0);
+  });
+
+  it('compares a log that grew with the import of its first part', async () => {
+    const part = copy(AUTH.access[0]!, 'part.log', 8);
+    const whole = copy(AUTH.access[0]!, 'whole.log');
+    expect((await importCaddyLogs(t.store, { access: [part], hasher, service: 'relabel-x' })).relabelled).toEqual([]);
+    const grown = await importCaddyLogs(t.store, { access: [whole], hasher, service: 'relabel-y', environment: 'prod' });
+    expect(grown.files[0]!.prefix_hashes).toHaveLength(1);
+    expect(grown.relabelled).toEqual([{ path: whole, before: [{ service: 'relabel-x', environment: '' }], now: { service: 'relabel-y', environment: 'prod' } }]);
+  });
+});

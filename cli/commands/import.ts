@@ -138,9 +138,26 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
     return report;
   }
   warnExpired(report, await readRetention(store));
+  warnRelabelled(report);
   if ((flags.errors ?? []).length === 0) await warnUpstreamErrorsReplaced(store, report);
   assertSomethingImported(report);
   return report;
+}
+
+/**
+ * Says so when an input's lines were imported before under other labels: they carry
+ * this import's now, and reads filtered by the old ones no longer find them (a newcomer
+ * pass: a log imported with --service, then analyzed without it, was relabelled unsaid).
+ */
+function warnRelabelled(report: ImportReport): void {
+  const labels = (l: { service: string; environment: string }) =>
+    `${l.service ? `--service ${JSON.stringify(l.service)}` : 'no --service'}${l.environment ? ` --environment ${JSON.stringify(l.environment)}` : ''}`;
+  for (const r of report.relabelled) {
+    process.stderr.write(
+      `warning: ${r.path} was imported before with ${r.before.map(labels).join(', and with ')}; its lines now carry ${labels(r.now)} ` +
+        '(a line is stored once, with the labels of its last import). Import it again with the labels it should keep.\n',
+    );
+  }
 }
 
 /**

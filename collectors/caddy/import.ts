@@ -152,6 +152,23 @@ export interface ImportReport {
   time_range: { first: string; last: string } | null;
   /** Stopped before every input was read ({@link CaddyImportOptions.signal}); what was read is in the counts. */
   interrupted: boolean;
+  /**
+   * Access logs whose content (or the part an earlier import read, before the log grew)
+   * was imported before under other labels: their lines now carry this import's
+   * (readers see a line's last copy). Only {@link importCaddyLogs} fills it; runs
+   * recorded before schema/migrations/0019 have no labels and are not compared.
+   */
+  relabelled: RelabelledInput[];
+}
+
+/** An input of an import whose lines were imported before under other labels ({@link ImportReport.relabelled}). */
+export interface RelabelledInput {
+  /** The path as given. */
+  path: string;
+  /** The labels of the latest earlier import of its content (of each part, for a log that grew), each once. */
+  before: Array<{ service: string; environment: string }>;
+  /** The labels its lines carry now: this import's `--service` and `--environment` ('' none). */
+  now: { service: string; environment: string };
 }
 
 /** Output of the conversion core. */
@@ -221,6 +238,7 @@ async function runImport(options: CaddyImportOptions, out: ImportOutput, earlier
     nothing_read: true,
     time_range: null,
     interrupted: false,
+    relabelled: [],
   };
   let currentPath = '';
   const converter = new CaddyConverter(
@@ -434,9 +452,12 @@ export async function importCaddyLogs(store: Store, options: CaddyImportOptions)
     if (letters.length > 0) await store.insertJsonEachRow('dead_letters', letters.join('\n'));
     report.dead_letters_written += letters.length;
   }
+  report.relabelled = await relabelledInputs(store, report.files, { service: options.service ?? '', environment: options.environment ?? '' });
   const runs = report.files.map((f) =>
     JSON.stringify({
       run_id: randomUUID(),
+      service: options.service ?? '',
+      environment: options.environment ?? '',
       kind: RUN_KIND[f.kind],
       origin: f.path,
       content_hash: f.content_hash,
@@ -546,6 +567,40 @@ async function foldRefusedRows(report: ImportReport, refused: string[], maxLineB
   }
   report.nothing_read = report.proxy_access === 0;
   return letters;
+}
+
+/**
+ * The access logs of this import whose content was imported before under other labels:
+ * the latest earlier run of the same `decoded_hash`, or of one of its `prefix_hashes`,
+ * had another service or environment (runs from before schema/migrations/0019 carry
+ * none and are left out). Read before this import's own runs are recorded.
+ */
+async function relabelledInputs(store: Store, files: ImportFileReport[], now: { service: string; environment: string }): Promise<RelabelledInput[]> {
+  const access = files.filter((f) => f.kind === 'access' && f.decoded_hash !== '');
+  if (access.length === 0) return [];
+  const hashes = [...new Set(access.flatMap((f) => [f.decoded_hash, ...f.prefix_hashes]))];
+  // each content's latest labelled run: the labels its lines carry before this import
+  const rows = await store.query<{ hash: string; service: string; environment: string }>(
+    `SELECT hash, labels.1 AS service, labels.2 AS environment
+     FROM
+     (
+         SELECT decoded_hash AS hash, argMax((assumeNotNull(service), assumeNotNull(environment)), (finished_at, started_at)) AS labels
+         FROM import_runs
+         WHERE kind = {kind:String} AND decoded_hash IN {hashes:Array(String)} AND service IS NOT NULL AND environment IS NOT NULL
+         GROUP BY decoded_hash
+     )
+     WHERE labels != ({service:String}, {environment:String})
+     ORDER BY service, environment`,
+    { kind: RUN_KIND.access, hashes, service: now.service, environment: now.environment },
+  );
+  const out: RelabelledInput[] = [];
+  for (const f of access) {
+    const mine = new Set([f.decoded_hash, ...f.prefix_hashes]);
+    const before = new Map<string, { service: string; environment: string }>();
+    for (const r of rows) if (mine.has(r.hash)) before.set(JSON.stringify([r.service, r.environment]), { service: r.service, environment: r.environment });
+    if (before.size > 0) out.push({ path: f.path, before: [...before.values()], now });
+  }
+  return out;
 }
 
 /** The decompressed contents of earlier imports (length and hash), by kind; runs recorded before migration 0009 have none. */
