@@ -345,6 +345,9 @@ describe('nothing imported', () => {
     const l = report.lines;
     expect((thrown as Error).message).toMatch(new RegExp(`: ${l.read} lines read, ${l.skipped} skipped, ${l.blank} blank$`));
     expect(l.skipped + l.blank + l.parsed + l.rejected).toBe(l.read);
+    // an error log with entries about upstream requests is named as one (a newcomer pass)
+    const errors = await importCaddyLogs(t.store, { access: RESTART.errors, hasher, service: 'nothing' });
+    expect(() => assertSomethingImported(errors)).toThrow(/; the input holds 10 Caddy error-log entries about upstream requests and no access entry: an error log is given with --errors, beside its access log$/);
   });
 });
 

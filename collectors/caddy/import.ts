@@ -635,7 +635,11 @@ export function assertSomethingImported(report: ImportReport): void {
   throw new ContinuityError(
     'CONT_ERR_NOTHING_IMPORTED',
     // (blank lines named too, so that the counts add up to the lines read: a newcomer pass)
-    `${report.lines.read} lines read, ${report.lines.skipped} skipped, ${report.lines.blank} blank${reasons ? `, rejected: ${reasons}` : ''}`,
+    `${report.lines.read} lines read, ${report.lines.skipped} skipped, ${report.lines.blank} blank${reasons ? `, rejected: ${reasons}` : ''}` +
+      // (an error log given as the access log: a newcomer pass got the counts alone)
+      (report.error_entries > 0
+        ? `; the input holds ${report.error_entries} Caddy error-log entr${report.error_entries === 1 ? 'y' : 'ies'} about upstream requests and no access entry: an error log is given with --errors, beside its access log`
+        : ''),
     { details: { lines: report.lines, rejects_by_reason: report.rejects_by_reason, rejects: report.rejects.slice(0, 10) } },
   );
 }
