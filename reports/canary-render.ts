@@ -87,14 +87,23 @@ function cellText(v: unknown): string {
 /**
  * Escapes text for a Markdown paragraph or table cell: on one line (every line break,
  * a bare CR too, a space) with control and bidi characters shown as escapes
- * (core/text.ts oneLine), inline HTML neutralised, pipes and emphasis escaped.
+ * (core/text.ts oneLine), inline HTML neutralised (`<`, and `&` where it would begin
+ * an entity), pipes, code, emphasis and strikethrough escaped. Only what CommonMark (0.31, GFM)
+ * would read as markup is escaped, so the text stays readable on a terminal, where md
+ * is the canary's default (a newcomer pass read `proxy\_5xx\_gap` and `&gt;`): an `_`
+ * between letters or digits opens no emphasis (§6.2, intraword), `>` is markup only
+ * where a line begins (a block quote, §5.1), `#` likewise (a heading, §4.2), `=` and `-`
+ * (a setext underline or thematic break, §4.3, §4.1), and `+`, `-` or digits and `.`/`)`
+ * then a space begin a list only there too (§5.2).
  */
 export function escapeMarkdown(s: string): string {
   return oneLine(s)
-    .replace(/&/g, '&amp;')
+    .replace(/&(?=#?[0-9A-Za-z]+;)/g, '&amp;')
     .replace(/</g, '&lt;')
-    .replace(/>/g, '&gt;')
-    .replace(/([\\`*_[\]|#])/g, '\\$1');
+    .replace(/([\\`*~[\]|])/g, '\\$1')
+    .replace(/_/g, (m, at: number, all: string) => (/[0-9A-Za-z]/.test(all[at - 1] ?? '') && /[0-9A-Za-z]/.test(all[at + 1] ?? '') ? m : '\\_'))
+    .replace(/^([>#+=-])/, '\\$1')
+    .replace(/^(\d{1,9})([.)])(?=\s|$)/, '$1\\$2');
 }
 
 /** Inline code that cannot be broken out of (a backtick run longer than any inside; on one line, controls shown: core/text.ts oneLine). */

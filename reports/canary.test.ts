@@ -8,7 +8,7 @@ import { ServerScenario } from '../test/fixtures/server-scenario.ts';
 import { openTestStore, type TestStore } from '../test/helpers/store.ts';
 import { clopperPearsonLower } from './bounds.ts';
 import { buildCanaryReport, DEFAULT_GATES, parseDuration, parseGates, rateAboveLimit, type CanaryReport, type GateId, type GateResult } from './canary.ts';
-import { escapeHtml, renderCanary, renderCanaryHtml, renderCanaryMarkdown } from './canary-render.ts';
+import { escapeHtml, escapeMarkdown, renderCanary, renderCanaryHtml, renderCanaryMarkdown } from './canary-render.ts';
 import { buildContinuityReport } from './continuity.ts';
 
 // The canary report over deploys built with the scenario builders, each under its
@@ -304,7 +304,7 @@ describe('configured MCP endpoint paths that match no proxy line (CONTINUITY_MCP
     );
     expect(r.notes[0]).toBe(`CONTINUITY_MCP_PATHS (/mcp/) matches no proxy line in the store for service "proxyonly"; ${WARNING}`);
     expect(r.next[0]!.command).toBe('continuity query restarts --param service=proxyonly --param mcp_paths=/mcp');
-    expect(renderCanaryMarkdown(r)).toContain('## Notes\n\n- CONTINUITY\\_MCP\\_PATHS (/mcp/) matches no proxy line');
+    expect(renderCanaryMarkdown(r)).toContain('## Notes\n\n- CONTINUITY_MCP_PATHS (/mcp/) matches no proxy line');
   });
 
   it('a server restart with no server arrivals: cannot evaluate, rather than pass on no evidence', async () => {
@@ -638,7 +638,7 @@ describe('formats', () => {
 
   it('markdown: a number a gate could not evaluate reads n/a, not blank', async () => {
     const md = renderCanaryMarkdown(await canary('proxyonly'));
-    expect(md).toMatch(/unsettled\\_at\\_shutdown = n\/a, arrivals = 0/);
+    expect(md).toMatch(/unsettled_at_shutdown = n\/a, arrivals = 0/);
   });
 
   it('a deploy that fails no gate but whose shares are below the target says so first in the next steps', async () => {
@@ -726,7 +726,7 @@ describe('formats', () => {
     // the markdown keeps the same value inert
     const md = renderCanaryMarkdown(r);
     expect(md).not.toMatch(/<script|<img/i);
-    expect(md).toContain('&lt;script&gt;');
+    expect(md).toContain('&lt;script>alert("pwned")&lt;/script>');
   });
 });
 
@@ -852,5 +852,17 @@ describe('the sessions that kept working across the deploy (the sessions_across 
         expect(b, `${service} ${JSON.stringify(scope)}`).toBe(a);
       }
     }
+  });
+});
+
+describe('escapeMarkdown', () => {
+  it('escapes what CommonMark reads as markup, and no more (a newcomer pass read proxy\\_5xx\\_gap and &gt; on a terminal)', () => {
+    expect(escapeMarkdown('proxy_5xx_gap > 0 & rate')).toBe('proxy_5xx_gap > 0 & rate');
+    expect(escapeMarkdown('_lead trail_ *b* `c` [l](u) a|b ~~s~~ \\')).toBe('\\_lead trail\\_ \\*b\\* \\`c\\` \\[l\\](u) a\\|b \\~\\~s\\~\\~ \\\\');
+    expect(escapeMarkdown('<b>&amp;&#60;</b>')).toBe('&lt;b>&amp;amp;&amp;#60;&lt;/b>');
+    for (const [lead, out] of [['> q', '\\> q'], ['# h', '\\# h'], ['- l', '\\- l'], ['+ l', '\\+ l'], ['12. n', '12\\. n'], ['3) n', '3\\) n'], ['---', '\\---'], ['0.00%', '0.00%']]) {
+      expect(escapeMarkdown(lead!)).toBe(out);
+    }
+    expect(escapeMarkdown('a\nb')).toBe('a b');
   });
 });
