@@ -196,12 +196,14 @@ export function escapeHtml(s: string): string {
   return visibleText(s).replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;').replace(/'/g, '&#39;');
 }
 
+// (a wide evidence table scrolls inside the page instead of running off it: a newcomer
+// pass found refused_misses' last column cut off at 1280 px)
 const CSS = `
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;max-width:72rem;padding:0 1rem;color:#1b1f23}
 h1{font-size:1.35rem;padding:.6rem .8rem;border-radius:6px}
 h1.pass{background:#e6f4ea;color:#0b5d1e}h1.fail{background:#fdecea;color:#8a1c12}h1.cannot_evaluate{background:#fff4e5;color:#7a4b00}
 h2{font-size:1.1rem;margin-top:1.8rem;border-bottom:1px solid #d0d7de}h3{font-size:1rem;margin-bottom:.3rem}
-table{border-collapse:collapse;margin:.4rem 0 1rem}th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.4rem 0 1rem;display:block;max-width:100%;overflow-x:auto}th,td{border:1px solid #d0d7de;padding:.25rem .5rem;text-align:left;vertical-align:top}
 th{background:#f6f8fa}td.num{text-align:right;font-variant-numeric:tabular-nums}
 .v-pass{color:#0b5d1e;font-weight:600}.v-fail{color:#8a1c12;font-weight:700}.v-not_evaluated{color:#6e7781}
 code{background:#f6f8fa;padding:.1rem .3rem;border-radius:4px;word-break:break-all}ul.meta{list-style:none;padding:0}
