@@ -37,8 +37,8 @@ export function reportParams(flags: ReportFlags, config: Pick<Config, 'mcpPaths'
 /** Adds the report flags to a command. */
 export function withReportOptions(cmd: Command): Command {
   return cmd
-    .option('--from <time>', 'start of the range (ISO-8601 or "YYYY-MM-DD hh:mm:ss", UTC)')
-    .option('--to <time>', 'end of the range (exclusive)')
+    .option('--from <time>', 'start of the range: ISO-8601 / RFC 3339 (an offset, or none: UTC), "YYYY-MM-DD[ hh:mm[:ss[.ffffff]]]" (UTC) or epoch seconds')
+    .option('--to <time>', 'end of the range (exclusive), in the forms --from takes')
     .option('--service <name>', 'only this service')
     .option('--environment <name>', 'only this environment')
     .option('--window <seconds>', 'window for inferred re-mints and recoveries (default: CONTINUITY_REMINT_WINDOW_S, else 10)')
