@@ -146,4 +146,27 @@ describe('cap_pressure', () => {
     await insertEvents(t.store, e.events);
     expect(await run({ service: 'cap-edge', active_s: 2.007 })).toEqual([expect.objectContaining({ evictions: 2, evicted_active: 1 })]);
   });
+
+  it('picks the same report of two in one microsecond whatever batch came first, count and cap from one event (a metamorphic pass)', async () => {
+    // a lifecycle (3 of 8 live, global 10) and a snapshot (8 of 8, global 200) of one
+    // principal at one µs: the row came from the batch written last, each column on its
+    // own (the two instances' tie mixed count and cap); now the greater event_id wins
+    const ts = T0_MICROS + 90e6;
+    const report = (service: string, id: string, type: 'session_lifecycle' | 'cap_snapshot', live: number, global: number, instance = 'i-1') => ({
+      event_id: `00000000-0000-8000-8000-${id}`, event_type: type, ts, source: 'server', service, instance, boot_id: 'b', principal_key: fixtureHash('user-T'),
+      ...(type === 'session_lifecycle' ? { action: 'created', cap_kind: 'none' } : {}),
+      live_count: live, live_cap: 8, durable_count: live * 2, durable_cap: 16, global_count: global, global_cap: 256,
+    });
+    await insertEvents(t.store, [report('cap-tie-a', '000000000001', 'session_lifecycle', 3, 10)]);
+    await insertEvents(t.store, [report('cap-tie-a', '000000000002', 'cap_snapshot', 8, 200)]);
+    await insertEvents(t.store, [report('cap-tie-b', '000000000012', 'cap_snapshot', 8, 200)]);
+    await insertEvents(t.store, [report('cap-tie-b', '000000000011', 'session_lifecycle', 3, 10)]);
+    const expected = { live_count: 8, live_cap: 8, durable_count: 16, at_cap: true, principals_at_cap: 1, global_count: 200, global_headroom: 56 };
+    expect(await run({ service: 'cap-tie-a' })).toEqual([expect.objectContaining(expected)]);
+    expect(await run({ service: 'cap-tie-b' })).toEqual([expect.objectContaining(expected)]);
+    // two instances with the same headroom: count and cap of one of them, whichever came first
+    await insertEvents(t.store, [report('cap-tie-c', '000000000021', 'cap_snapshot', 1, 250, 'i-2')]);
+    await insertEvents(t.store, [{ ...report('cap-tie-c', '000000000022', 'cap_snapshot', 1, 200, 'i-1'), global_cap: 206 }]);
+    expect(await run({ service: 'cap-tie-c' })).toEqual([expect.objectContaining({ global_count: 200, global_cap: 206, global_headroom: 6 })]);
+  });
 });

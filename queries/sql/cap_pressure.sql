@@ -38,10 +38,16 @@ per_principal AS
         service,
         principal_key,
         max(ts) AS p_last_at,
-        argMaxIf(live_count, ts, live_cap > 0) AS p_live_count,
-        argMaxIf(live_cap, ts, live_cap > 0) AS p_live_cap,
-        argMaxIf(durable_count, ts, durable_cap > 0) AS p_durable_count,
-        argMaxIf(durable_cap, ts, durable_cap > 0) AS p_durable_cap,
+        -- the latest report's count and cap together, by (ts, event_id): two reports
+        -- of one µs were picked by the order the rows were read, each column on its
+        -- own, so the row depended on which batch came first and could mix the two
+        -- (a metamorphic pass); the greater event_id wins a tie, whatever the order
+        argMaxIf((live_count, live_cap), (ts, event_id), live_cap > 0) AS p_live,
+        argMaxIf((durable_count, durable_cap), (ts, event_id), durable_cap > 0) AS p_durable,
+        p_live.1 AS p_live_count,
+        p_live.2 AS p_live_cap,
+        p_durable.1 AS p_durable_count,
+        p_durable.2 AS p_durable_cap,
         uniqExactIf(event_id, action = 'evicted') AS p_evictions,
         uniqExactIf(event_id, action = 'evicted' AND cap_kind = 'live') AS p_evicted_live,
         uniqExactIf(event_id, action = 'evicted' AND cap_kind = 'durable') AS p_evicted_durable,
@@ -54,13 +60,15 @@ per_principal AS
 ),
 global AS
 (
-    -- latest report per instance, then the instance with the least headroom
+    -- latest report per instance (by (ts, event_id), as above), then the instance with
+    -- the least headroom (count and cap of one instance; a tie goes to the first instance)
     SELECT service,
-           argMin(g.1, toInt64(g.2) - toInt64(g.1)) AS g_count,
-           argMin(g.2, toInt64(g.2) - toInt64(g.1)) AS g_cap
+           argMin(g, (toInt64(g.2) - toInt64(g.1), instance)) AS least,
+           least.1 AS g_count,
+           least.2 AS g_cap
     FROM
     (
-        SELECT service, instance, argMax((global_count, global_cap), ts) AS g
+        SELECT service, instance, argMax((global_count, global_cap), (ts, event_id)) AS g
         FROM cap
         WHERE global_cap > 0
         GROUP BY service, instance
