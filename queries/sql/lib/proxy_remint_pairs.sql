@@ -15,16 +15,20 @@ WITH
 -- rows, read with FINAL (a rollup cannot forget a relabelled line's old label)
 {whole_hour_lo:UInt32} < {whole_hour_hi:UInt32} AND {service:String} = '' AND {environment:String} = '' AS pairs_rollup,
 misses AS (SELECT skh AS stale_h, clienth, t FROM proxy_signal_lines WHERE refused AND skh != 0),
+-- one initialize per client and µs (the least key: an ASOF join keeps one of the rows
+-- that tie, the one it read first, so two initializes of one client at one µs gave
+-- the replacement of whichever batch was written first: a metamorphic pass)
 inits AS
 (
-    SELECT rk AS replacement, rkh AS replacement_h, clienth, t AS init_t
+    SELECT argMin(rk, rkh) AS replacement, min(rkh) AS replacement_h, clienth, t AS init_t
     FROM proxy_signal_lines
     WHERE init AND clienth IN (SELECT clienth FROM misses)
+    GROUP BY clienth, t
 ),
 candidates AS
 (
     SELECT m.stale_h AS c_stale_h,
-           argMin((i.replacement_h, i.replacement), i.init_t) AS c_replacement, min(i.init_t) AS c_init_t,
+           argMin((i.replacement_h, i.replacement), (i.init_t, i.replacement_h)) AS c_replacement, min(i.init_t) AS c_init_t,
            -- the latest of the session's misses answered by that initialize (a tie in
            -- init_t is every such miss: the latest before the replacement is credited)
            argMin(m.t, (i.init_t, -m.t)) AS c_miss_t
@@ -38,7 +42,8 @@ candidates AS
 ),
 pairs AS
 (
-    SELECT argMax(c_stale_h, c_miss_t) AS stale_h, c_replacement.1 AS replacement_h, any(c_replacement.2) AS replacement,
+    -- (a tie in c_miss_t: the greater key, whatever the order the rows were read in)
+    SELECT argMax(c_stale_h, (c_miss_t, c_stale_h)) AS stale_h, c_replacement.1 AS replacement_h, any(c_replacement.2) AS replacement,
            min(c_init_t) AS init_t, max(c_miss_t) AS miss_t
     FROM candidates
     GROUP BY replacement_h

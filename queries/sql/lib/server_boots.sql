@@ -29,7 +29,7 @@ ordered AS
            lagInFrame(boot_id, 1, '') OVER w AS prev_boot_id,
            lagInFrame(release, 1, '') OVER w AS prev_release
     FROM b
-    WINDOW w AS (PARTITION BY service ORDER BY t ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+    WINDOW w AS (PARTITION BY service ORDER BY t, boot_id ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
 ),
 activity AS
 (
@@ -41,7 +41,7 @@ activity AS
            max(t) AS last_event_t,
            max(ok_t) AS last_ok_t,
            max(down_t) AS shutdown_t,
-           argMaxIf(reason, down_t, down_t > 0) AS shutdown_reason
+           argMaxIf(reason, (down_t, reason), down_t > 0) AS shutdown_reason
     FROM
     (
         SELECT service, toString(boot_id) AS boot_id, t_max AS t, ok_2xx_max AS ok_t, 0. AS down_t, '' AS reason

@@ -93,7 +93,9 @@ refused AS
 -- (proxy_signal_lines.sql: FINAL, so under a filter a relabelled one counts under
 -- its newest label; 28 ms at 10M events against 47 from the rollup's inits)
 (
-    SELECT groupArray((rkh, clienth, t)) FROM proxy_signal_lines WHERE init
+    -- one per client and µs, the least key, as proxy_remint_pairs.sql's inits (an ASOF
+    -- join keeps whichever of the rows that tie it read first)
+    SELECT groupArray((h, clienth, t)) FROM (SELECT min(rkh) AS h, clienth, t FROM proxy_signal_lines WHERE init GROUP BY clienth, t)
 ) AS init_rows,
 proxy_inits_all AS (SELECT x.1 AS h, x.2 AS clienth, x.3 AS t FROM (SELECT arrayJoin(init_rows) AS x)),
 -- the server's initializes, read once
@@ -112,7 +114,7 @@ remint_candidates AS
     -- inferred re-mints (proxy_remint_pairs.sql): a refused miss, then an initialize
     -- from the same client within window_s; each replacement credited to the
     -- latest miss before it
-    SELECT m.skh AS c_stale_h, argMin(i.h, i.t) AS c_replacement_h, min(i.t) AS c_init_t, argMin(m.t, (i.t, -m.t)) AS c_miss_t
+    SELECT m.skh AS c_stale_h, argMin(i.h, (i.t, i.h)) AS c_replacement_h, min(i.t) AS c_init_t, argMin(m.t, (i.t, -m.t)) AS c_miss_t
     FROM refused AS m
     ASOF INNER JOIN proxy_inits_all AS i ON i.clienth = m.clienth AND m.t <= i.t
     WHERE round((i.t - m.t) * 1e6) <= round({window_s:Float64} * 1e6)
@@ -157,7 +159,7 @@ recovered_keys AS
           AND ({service:String} = '' OR service = {service:String})
           AND ({environment:String} = '' OR environment = {environment:String})
         UNION ALL
-        SELECT argMax(c_stale_h, c_miss_t) AS skh, min(c_init_t) AS rt FROM remint_candidates GROUP BY c_replacement_h
+        SELECT argMax(c_stale_h, (c_miss_t, c_stale_h)) AS skh, min(c_init_t) AS rt FROM remint_candidates GROUP BY c_replacement_h
         UNION ALL
         SELECT skh, t AS rt FROM server_reinit
     )

@@ -1,0 +1,77 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runQuery } from '../queries/index.ts';
+import { RETAINED_TABLES } from '../store/index.ts';
+import { openTestStore, type TestStore } from './helpers/store.ts';
+
+// Rows that tie to the microsecond must give the same answer whatever batch was
+// written first. An ASOF join keeps one of the right-hand rows that tie (the one it
+// reads first), and argMax by time alone picks by read order: a metamorphic pass
+// found remint_pairs choosing the replacement of whichever initialize was written
+// first, when one client minted two sessions at one µs (and session_continuity's
+// recoveries built the same way).
+
+let t: TestStore;
+const T = Date.UTC(2026, 10, 1, 10) * 1000; // µs
+const line = (n: number, dt_s: number, fields: Record<string, unknown>) => ({
+  event_id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
+  event_type: 'proxy_access',
+  ts: T + dt_s * 1_000_000,
+  source: 'proxy',
+  service: 'svc-t',
+  user_agent: 'mcp-remote/0.1.29',
+  http_method: 'POST',
+  url_path: '/mcp',
+  client_address: '10.9.0.2',
+  ...fields,
+});
+
+beforeAll(async () => {
+  t = await openTestStore('remint_ties');
+});
+afterAll(async () => {
+  await t?.close();
+});
+
+/** Loads `batches` (each its own insert, in this order) into an emptied store. */
+async function load(batches: Array<Array<Record<string, unknown>>>): Promise<void> {
+  for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
+  for (const [i, rows] of batches.entries()) {
+    await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: `ties-${i}-${rows.map((r) => r.event_id).join('.')}` });
+  }
+}
+
+const answers = async () => ({
+  pairs: await runQuery<Record<string, unknown>>(t.store, 'remint_pairs', {}),
+  continuity: await runQuery<Record<string, unknown>>(t.store, 'session_continuity', {}),
+});
+
+describe('ties to the microsecond', () => {
+  it('two initializes of one client at one µs: the same replacement whichever was written first', async () => {
+    const served = line(1, 0, { http_status: 200, request_session_key: 'k-a' });
+    const miss = line(2, 30, { http_status: 404, request_session_key: 'k-a' });
+    const mintC = line(3, 31, { http_status: 200, response_session_key: 'k-c' });
+    const mintD = line(4, 31, { http_status: 200, response_session_key: 'k-d' });
+    const useD = line(5, 32, { http_status: 200, request_session_key: 'k-d' });
+    await load([[served, miss], [mintC], [mintD], [useD]]);
+    const cFirst = await answers();
+    await load([[served, miss], [mintD], [mintC], [useD]]);
+    const dFirst = await answers();
+    expect(cFirst.pairs).toHaveLength(1);
+    expect(dFirst).toEqual(cFirst);
+  });
+
+  // (this one gave the same on the old SQL in these two orders, by how the engine read
+  // them; the tie-break, the greater key, now decides it by rule)
+  it('misses of two sessions of one client at one µs, then an initialize: the same stale session credited either way', async () => {
+    const served = [line(1, 0, { http_status: 200, request_session_key: 'k-a' }), line(2, 1, { http_status: 200, request_session_key: 'k-b' })];
+    const missA = line(3, 30, { http_status: 404, request_session_key: 'k-a' });
+    const missB = line(4, 30, { http_status: 404, request_session_key: 'k-b' });
+    const mint = line(5, 31, { http_status: 200, response_session_key: 'k-n' });
+    await load([served, [missA], [missB], [mint]]);
+    const aFirst = await answers();
+    await load([served, [missB], [missA], [mint]]);
+    const bFirst = await answers();
+    expect(aFirst.pairs).toHaveLength(1);
+    expect(bFirst).toEqual(aFirst);
+  });
+});
