@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_NESTING_DEPTH, nestingExceeds, parseEvent } from './index.ts';
 
-const base = { event_id: '0190d3c4-8a5e-7c3b-9f1e-2a4b6c8d0e1f', ts: 1_796_011_472_545_440, source: 'server' };
+const base = { event_id: '0190d3c4-8a5e-7c3b-9f1e-2a4b6c8d0e1f', ts: 1_796_011_472_545_440, source: 'server', boot_id: 'boot-1' };
 
 describe('parseEvent (contract v1)', () => {
   it('accepts a settlement and applies defaults', () => {
@@ -9,6 +9,20 @@ describe('parseEvent (contract v1)', () => {
     expect(r.ok).toBe(true);
     if (r.ok) expect(r.event).toMatchObject({ session_resolution: 'none', attrs: {} });
   });
+  it('refuses a boot or a shutdown with no boot_id (boots with none were taken for one incarnation), and takes other events without one', () => {
+    const { boot_id: _, ...noBoot } = base;
+    for (const type of ['boot', 'shutdown'] as const) {
+      const extra = type === 'shutdown' ? { reason: 'signal' } : {};
+      for (const [given, code] of [[{}, 'invalid_type'], [{ boot_id: '' }, 'too_small']] as const) {
+        const r = parseEvent({ ...noBoot, ...given, event_type: type, ...extra });
+        expect(r.ok, `${type} ${JSON.stringify(given)}`).toBe(false);
+        if (!r.ok) expect(r.issues).toEqual([expect.objectContaining({ path: 'boot_id', code })]);
+      }
+      expect(parseEvent({ ...base, event_type: type, ...extra }).ok).toBe(true);
+    }
+    expect(parseEvent({ ...noBoot, event_type: 'settlement', arrival_id: 'a1', outcome: 'ok' }).ok).toBe(true);
+  });
+
   it('keeps unknown fields in attrs instead of dropping them', () => {
     const r = parseEvent({ ...base, event_type: 'boot', pid: 7, 'k8s.pod.name': 'mcp-0', nested: { a: 1 } });
     expect(r.ok && r.event.attrs).toEqual({ 'k8s.pod.name': 'mcp-0', nested: '{"a":1}' });

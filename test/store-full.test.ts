@@ -34,7 +34,7 @@ const fill = () => t.store.command('ALTER TABLE events MODIFY SETTING min_free_d
 const free = () => t.store.command('ALTER TABLE events RESET SETTING min_free_disk_bytes_to_perform_insert');
 const count = async (where: string) => (await t.store.query<{ n: number }>(`SELECT count() AS n FROM events WHERE ${where}`))[0]!.n;
 let seq = 0;
-const boot = (service: string) => ({ event_id: randomUUID(), event_type: 'boot', ts: Date.now() * 1000 + seq++, source: 'server', service, pid: 1 });
+const boot = (service: string) => ({ event_id: randomUUID(), event_type: 'boot', ts: Date.now() * 1000 + seq++, source: 'server', service, boot_id: `boot-${service}`, pid: 1 });
 
 describe('the engine refusing a write for want of space', () => {
   it('is a retriable CONT_ERR_STORE_UNAVAILABLE that says the disk is full and names the data directory', async () => {

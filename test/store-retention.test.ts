@@ -82,7 +82,7 @@ describe('serve with a store that keeps events for ever', () => {
     await applyRetention(t.store, 0);
     const server = await createContinuityServer({ store: t.store, transport: { flushIntervalMs: 20 } });
     try {
-      const old = { event_id: randomUUID(), event_type: 'boot', ts: 978_307_200_001_000, source: 'server', service: 'forever' };
+      const old = { event_id: randomUUID(), event_type: 'boot', ts: 978_307_200_001_000, source: 'server', service: 'forever', boot_id: 'boot-forever' };
       const res = await server.app.inject({ method: 'POST', url: '/v1/events', payload: [old] });
       expect(res.json()).toEqual({ accepted: 1 });
       await server.transport.flush();

@@ -72,7 +72,7 @@ describe('logRecordToEvent', () => {
   });
 
   it('falls back to the observed time, and leaves broken values for validation to report', () => {
-    const e = logRecordToEvent({ eventName: 'boot', timestamp: 0, observedTimestamp: [1_767_225_600, 0], attributes: { 'log.record.uid': 'not-a-uuid', 'process.pid': 'many' } });
+    const e = logRecordToEvent({ eventName: 'boot', timestamp: 0, observedTimestamp: [1_767_225_600, 0], attributes: { 'log.record.uid': 'not-a-uuid', 'process.pid': 'many', 'continuity.boot_id': 'b1' } });
     expect(e.ts).toBe(1_767_225_600_000_000);
     const parsed = parseEvent(e);
     expect(parsed.ok).toBe(false);

@@ -13,6 +13,7 @@ const event = (extra: Record<string, unknown> = {}) => ({
   ts: NOW_MS * 1000,
   source: 'server',
   service: 'unit',
+  boot_id: 'boot-unit',
   ...extra,
 });
 const msg = (offset: number, value: unknown, timestampMs = NOW_MS): InputMessage => ({
@@ -50,7 +51,7 @@ describe('validate', () => {
     expect(out.kind === 'dlq' && out.detail).toMatch(/event_id/);
   });
   it('dead-letters a lone UTF-16 surrogate (a JSON \\ud800 escape) as invalid_event naming the field, before the store sees it', () => {
-    const decoded = decode(msg(0, `{"event_id":"${randomUUID()}","event_type":"boot","ts":${NOW_MS * 1000},"source":"server","service":"lone\\ud800surrogate"}`), 1 << 20);
+    const decoded = decode(msg(0, `{"event_id":"${randomUUID()}","event_type":"boot","ts":${NOW_MS * 1000},"source":"server","boot_id":"b1","service":"lone\\ud800surrogate"}`), 1 << 20);
     if (decoded.kind !== 'ok') throw new Error('fixture');
     const out = validate(decoded.value, msg(0, '{}'));
     expect(out).toMatchObject({ kind: 'dlq', reason: 'invalid_event', detail: expect.stringMatching(/^service lone_surrogate: /) });

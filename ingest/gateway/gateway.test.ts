@@ -38,7 +38,7 @@ afterAll(async () => {
 });
 
 const nowMicros = () => Date.now() * 1000;
-const boot = (extra: Record<string, unknown> = {}) => ({ event_id: randomUUID(), event_type: 'boot', ts: nowMicros(), source: 'server', service: 'gw-test', pid: 42, ...extra });
+const boot = (extra: Record<string, unknown> = {}) => ({ event_id: randomUUID(), event_type: 'boot', ts: nowMicros(), source: 'server', service: 'gw-test', boot_id: 'boot-gw', pid: 42, ...extra });
 async function stored(where: string): Promise<number> {
   await transport.flush();
   const [row] = await t.store.query<{ n: number }>(`SELECT count() AS n FROM events WHERE ${where}`);
@@ -88,7 +88,8 @@ function deepProtobufRequest(service: string, n: number): Buffer {
   const attribute = lengthDelimited(6, Buffer.concat([lengthDelimited(1, Buffer.from('deep')), lengthDelimited(2, deep)]));
   const record = Buffer.concat([time, lengthDelimited(12, Buffer.from('boot')), attribute]);
   const serviceName = lengthDelimited(1, Buffer.concat([lengthDelimited(1, Buffer.from('service.name')), lengthDelimited(2, lengthDelimited(1, Buffer.from(service)))]));
-  const resourceLogs = Buffer.concat([lengthDelimited(1, serviceName), lengthDelimited(2, lengthDelimited(2, record))]);
+  const bootId = lengthDelimited(1, Buffer.concat([lengthDelimited(1, Buffer.from('continuity.boot_id')), lengthDelimited(2, lengthDelimited(1, Buffer.from(`boot-${service}`)))]));
+  const resourceLogs = Buffer.concat([lengthDelimited(1, Buffer.concat([serviceName, bootId])), lengthDelimited(2, lengthDelimited(2, record))]);
   return lengthDelimited(1, resourceLogs);
 }
 
@@ -150,7 +151,7 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     const body = {
       resourceLogs: [
         {
-          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'partial' } }] },
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'partial' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-partial' } }] },
           scopeLogs: [
             {
               logRecords: [
@@ -200,7 +201,7 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     const body = {
       resourceLogs: [
         {
-          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-old' } }] },
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-old' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-otlp-old' } }] },
           scopeLogs: [{ logRecords: [record(String(Date.now() * 1_000_000)), record('1700000000000000000')] }],
         },
       ],
@@ -228,7 +229,7 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     const ts = String(Date.now() * 1_000_000);
     const record = (attributes: string, extra = '') => `{"timeUnixNano":"${ts}","eventName":"boot","attributes":[${attributes}]${extra}}`;
     const pid = '{"key":"continuity.pid","value":{"intValue":"7"}}';
-    const body = `{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"otlp-deep"}}]},"scopeLogs":[{"logRecords":[${[
+    const body = `{"resourceLogs":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"otlp-deep"}},{"key":"continuity.boot_id","value":{"stringValue":"boot-otlp-deep"}}]},"scopeLogs":[{"logRecords":[${[
       record(pid),
       record(`{"key":"deep","value":${deepKvlistJson(20_000)}}`),
       record(`{"key":"nearly","value":${deepKvlistJson(64)}}`),
@@ -277,7 +278,7 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
       encodeOtlpRequest({
         resourceLogs: [
           {
-            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-deep-pb' } }] },
+            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-deep-pb' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-otlp-deep-pb' } }] },
             scopeLogs: [
               { logRecords: [{ timeUnixNano: String(Date.now() * 1_000_000), eventName: 'boot', attributes: [{ key: 'continuity.pid', value: { intValue: pid } }] }] },
             ],
@@ -307,7 +308,7 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
       payload: {
         resourceLogs: [
           {
-            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-protokey' } }] },
+            resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-protokey' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-otlp-protokey' } }] },
             scopeLogs: [
               {
                 logRecords: [
@@ -527,7 +528,7 @@ describe('POST /v1/events', () => {
 
   it('reports an OTLP record whose attribute holds a lone surrogate as rejected (partial success), naming the attribute', async () => {
     const record = (value: string) => ({ timeUnixNano: String(Date.now() * 1_000_000), eventName: 'boot', attributes: [{ key: 'x.note', value: { stringValue: value } }] });
-    const body = { resourceLogs: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-surrogate' } }] }, scopeLogs: [{ logRecords: [record('plain'), record('PLACEHOLDER')] }] }] };
+    const body = { resourceLogs: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-surrogate' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-otlp-surrogate' } }] }, scopeLogs: [{ logRecords: [record('plain'), record('PLACEHOLDER')] }] }] };
     const payload = JSON.stringify(body).replace('"PLACEHOLDER"', '"x\\ud800y"');
     const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: { ...auth, 'content-type': 'application/json' }, payload });
     expect(res.statusCode).toBe(200);
@@ -800,7 +801,7 @@ describe('events a sink refuses for good, and the 503s the gateway answers', () 
       const otlp = await gw.inject({
         method: 'POST',
         url: '/v1/logs',
-        payload: { resourceLogs: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'refusals' } }] }, scopeLogs: [{ logRecords: [record(9), record(13), record(9)] }] }] },
+        payload: { resourceLogs: [{ resource: { attributes: [{ key: 'service.name', value: { stringValue: 'refusals' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-refusals' } }] }, scopeLogs: [{ logRecords: [record(9), record(13), record(9)] }] }] },
       });
       expect(otlp.statusCode).toBe(200);
       expect(otlp.json().partialSuccess).toMatchObject({ rejectedLogRecords: 1, errorMessage: expect.stringMatching(/^record 1: \(record\) too_large/) });

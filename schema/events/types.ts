@@ -17,8 +17,17 @@ function eventType<T extends string, S extends z.ZodRawShape>(type: T, shape: S)
   return z.object({ ...envelopeShape, event_type: z.literal(type), ...shape });
 }
 
+/**
+ * A process incarnation's `boot_id`, required on its `boot` and `shutdown` events: a
+ * service's restarts are its boots in time order, each ending the one before (DESIGN
+ * §4), and its shutdown is found by that id, so boots with no id were taken for one
+ * incarnation and their restarts went uncounted.
+ */
+const RequiredBootId = z.string().min(1, 'required on a boot or shutdown: the process incarnation it starts or ends').max(128);
+
 /** A process started (a new `boot_id`). */
 export const BootEvent = eventType('boot', {
+  boot_id: RequiredBootId,
   pid: u32.default(0),
   /** µs since the epoch. */
   started_at: MicrosTimestamp.optional(),
@@ -27,6 +36,7 @@ export const BootEvent = eventType('boot', {
 export const ShutdownReason = z.enum(['signal', 'upgrade', 'crash', 'drain_timeout']);
 /** A process is stopping; `in_flight` requests were still open when draining began. */
 export const ShutdownEvent = eventType('shutdown', {
+  boot_id: RequiredBootId,
   reason: ShutdownReason,
   in_flight: u32.default(0),
   drain_ms: ms.default(0),

@@ -66,7 +66,7 @@ describe('continuity serve', () => {
 
   it('takes OTLP/HTTP and JSON events and serves them back through the read API', async () => {
     const now = Date.now();
-    const boot = { event_id: randomUUID(), event_type: 'boot', ts: now * 1000, source: 'server', service: 'serve-e2e', pid: 7 };
+    const boot = { event_id: randomUUID(), event_type: 'boot', ts: now * 1000, source: 'server', service: 'serve-e2e', boot_id: 'boot-serve-e2e', pid: 7 };
     const events = await fetch(`${base}/v1/events`, { method: 'POST', headers: auth, body: JSON.stringify([boot]) });
     expect(await events.json()).toEqual({ accepted: 1 });
     const otlp = {
@@ -185,7 +185,7 @@ describe('continuity serve started with data waiting on its stdin', () => {
     try {
       await waitFor(() => s.url !== '' || proc.exitCode !== null, { timeoutMs: 60_000, what: 'continuity serve to listen' });
       expect(s.url, s.err).not.toBe('');
-      const boot = { event_id: randomUUID(), event_type: 'boot', ts: Date.now() * 1000, source: 'server', service: 'stdin-e2e', pid: 9 };
+      const boot = { event_id: randomUUID(), event_type: 'boot', ts: Date.now() * 1000, source: 'server', service: 'stdin-e2e', boot_id: 'boot-stdin-e2e', pid: 9 };
       const res = await fetch(`${s.url}/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([boot]) });
       expect(await res.json()).toEqual({ accepted: 1 });
       const stored = async (): Promise<boolean> => {
@@ -218,7 +218,7 @@ describe('continuity serve whose stderr reader has gone', () => {
       // the reader of serve's stderr goes away (a dead `| tee`, a closed terminal)
       s.proc.stderr!.destroy();
       const now = Date.now();
-      const events = Array.from({ length: 3 }, (_, i) => ({ event_id: randomUUID(), event_type: 'boot', ts: (now + i) * 1000, source: 'server', service: 'stderr-gone', pid: i }));
+      const events = Array.from({ length: 3 }, (_, i) => ({ event_id: randomUUID(), event_type: 'boot', ts: (now + i) * 1000, source: 'server', service: 'stderr-gone', boot_id: `boot-${i}`, pid: i }));
       for (const e of events) {
         const res = await fetch(`${s.url}/v1/events`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify([e]) });
         expect(res.status).toBe(200);

@@ -83,7 +83,7 @@ describe('the gateway in front of Kafka: events over the size the consumer takes
     const { app } = await createGateway({ sink, mapOtlpRecord });
     try {
       const now = Date.now() * 1000;
-      const boot = (extra: Record<string, unknown>) => ({ event_id: randomUUID(), event_type: 'boot', ts: now, source: 'server', service: 'it-sizes', pid: 1, ...extra });
+      const boot = (extra: Record<string, unknown>) => ({ event_id: randomUUID(), event_type: 'boot', ts: now, source: 'server', service: 'it-sizes', boot_id: 'boot-it-sizes', pid: 1, ...extra });
       const big = app.inject({ method: 'POST', url: '/v1/events', payload: [boot({ attrs: { blob: incompressible(2 << 20) } })] });
       const bystanders = Array.from({ length: 5 }, () => app.inject({ method: 'POST', url: '/v1/events', payload: [boot({})] }));
       const res = await big;
