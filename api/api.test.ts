@@ -84,6 +84,10 @@ describe('/api/canary', () => {
     expect(html.statusCode).toBe(200);
     expect(html.headers['content-type']).toBe('text/html; charset=utf-8');
     expect(html.body).toMatch(/^<!doctype html>/i);
+    // a GET takes no gates, and says where they go (they were refused as a "request body")
+    const gates = await get('/api/canary?deploy=latest&gates=x');
+    expect(gates.statusCode).toBe(400);
+    expect(gates.json()).toMatchObject({ code: 'CONT_ERR_BAD_REQUEST', message: expect.stringContaining('GET /api/canary takes no gates: POST /api/canary') });
   });
 
   it('gives its next steps as requests to this API, which answer (this process owns the store: a pasted `continuity query` would meet its lock)', async () => {

@@ -175,6 +175,10 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
   // The canary report of `continuity canary`, for a pipeline while this process owns the
   // store (a newcomer pass: canary stopped with CONT_ERR_STORE_LOCKED and no route did it).
   const canary = async (input: unknown, req: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+    // (a GET's gates were checked as a body's and refused as "request body": a newcomer pass)
+    if (req.method === 'GET' && input !== null && typeof input === 'object' && 'gates' in input) {
+      throw new ContinuityError('CONT_ERR_BAD_REQUEST', 'GET /api/canary takes no gates: POST /api/canary with { deploy, …, gates } in a JSON body');
+    }
     const parsed = CanaryBody.safeParse(input);
     if (!parsed.success) {
       const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(body)'}: ${i.message}`);
