@@ -72,7 +72,7 @@ describe('continuity serve', () => {
     const otlp = {
       resourceLogs: [
         {
-          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'serve-e2e' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-serve-e2e-otlp' } }] },
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'serve-e2e' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-serve-e2e' } }] },
           scopeLogs: [{ logRecords: [{ timeUnixNano: String(now * 1_000_000), eventName: 'boot', attributes: [{ key: 'process.pid', value: { intValue: '8' } }] }] }],
         },
       ],
