@@ -26,9 +26,14 @@ export interface NamedQuery {
  * µs-precision UTC time ({@link parseTimeMicros}), bound as `DateTime64(6, 'UTC')` so
  * the engine does not read it in the host's time zone either.
  */
+/** The earliest time a time parameter takes: 1900-01-01T00:00:00Z, µs since the epoch. */
+export const MIN_TIME_PARAM_MICROS = -2_208_988_800_000_000;
+/** The latest time a time parameter takes: 2200-01-01T00:00:00Z, µs since the epoch (included). */
+export const MAX_TIME_PARAM_MICROS = 7_258_118_400_000_000;
+
 const Time = z.union([z.number(), z.string().min(1)]).transform((v, ctx) => {
   const us = parseTimeMicros(v);
-  if (us === undefined || us < -2_208_988_800_000_000 || us > 7_258_118_400_000_000) {
+  if (us === undefined || us < MIN_TIME_PARAM_MICROS || us > MAX_TIME_PARAM_MICROS) {
     ctx.addIssue({ code: 'custom', message: 'a time from 1900 to 2200: ISO-8601 / RFC 3339 (no offset: UTC), "YYYY-MM-DD hh:mm:ss[.ffffff]" (UTC) or epoch seconds' });
     return z.NEVER;
   }

@@ -47,7 +47,11 @@ beforeAll(async () => {
     roll.boot(at, release);
     roll.session(`roll-${at}`, at + 1, 3);
   }
-  await insertEvents(t.store, [...roll.events, ...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...bootsOnly.events, ...bootsOnlyProxy, ...overlappingDeploy(), ...firstBootDeploy(), ...staleBeforeDeploy()]);
+  // a first boot whose release and boot_id read like times (a date, a 9-digit build number)
+  const timey = new ServerScenario('timey');
+  timey.boot(900, '2026-12-05');
+  timey.events[0]!.boot_id = '123456789';
+  await insertEvents(t.store, [...timey.events, ...roll.events, ...tiedDeploys, ...passingDeploy(), ...failingDeploy(), ...failingThirdBoot(), ...authDeploy(), ...proxyOnlyDeploy(), ...quiet.events, ...bootsOnly.events, ...bootsOnlyProxy, ...overlappingDeploy(), ...firstBootDeploy(), ...staleBeforeDeploy()]);
 });
 afterAll(async () => {
   await t?.close();
@@ -378,6 +382,15 @@ describe('cannot evaluate (exit code 2)', () => {
     const bad = await canary('stalebefore', '2026-13-01');
     expect(bad).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2 });
     expect(bad.reason).toMatch(/^"2026-13-01" is not a valid time, and no boot has that boot_id or release: a time is ISO-8601 /);
+    // epoch milliseconds are no time (the 1900–2200 bound of every time parameter): they named the latest restart
+    expect((await buildCanaryReport(t.store, { deploy: '1764475501796' })).reason).toMatch(/^"1764475501796" is not a valid time/);
+    // a boot named by a release or boot_id that reads like a time is that boot, here a first
+    // boot, in any scope (another service's restart before that time was judged: a break-it pass)
+    for (const deploy of ['2026-12-05', '123456789']) {
+      const named = await buildCanaryReport(t.store, { deploy });
+      expect(named, deploy).toMatchObject({ verdict: 'cannot_evaluate', exit_code: 2, deploy: null });
+      expect(named.reason, deploy).toMatch(/^"[\d-]+" is the first boot of service "timey" \(boot_id 123456789, release 2026-12-05\)/);
+    }
   });
 
   it('a first boot is not a deploy', async () => {

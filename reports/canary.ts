@@ -4,7 +4,7 @@ import { parseAllDocuments } from 'yaml';
 import { z } from 'zod';
 import { ContinuityError, isContinuityError } from '../core/errors.ts';
 import { isoMicros, parseTimeMicros } from '../core/time.ts';
-import { checkMcpPaths, countChallenges, countSessionOutcomes, countSessionsAcross, eventSpan, listServerRestarts, runQuery, type EndpointPathsMemo, type EventSpan, type McpPathsCheck } from '../queries/index.ts';
+import { checkMcpPaths, countChallenges, countSessionOutcomes, countSessionsAcross, eventSpan, listServerRestarts, MAX_TIME_PARAM_MICROS, MIN_TIME_PARAM_MICROS, runQuery, type EndpointPathsMemo, type EventSpan, type McpPathsCheck } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { additionalSuccessesNeeded, clopperPearsonLower } from './bounds.ts';
 
@@ -724,8 +724,22 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
       );
     }
     const serverRows = restarts.filter((r) => r.source === 'server');
-    const asTime = deployTimeMicros(requested);
     let row = pickServerRestart(serverRows, requested) ?? (requested === 'latest' ? restarts.at(-1) : undefined);
+    // a boot that is no restart, named by its boot_id or release: its service's first
+    // (found by a newcomer pass: it got the unknown deploy's words); looked up before
+    // the value is read as a time, so a release named like one ("2026-12-05", a build
+    // number) is that boot, not the restart before a time (a break-it pass: another
+    // service's restart was judged under it)
+    const [first] = row
+      ? []
+      : await store.query<{ service: string; boot_id: string; release: string }>(
+          `SELECT service, toString(boot_id) AS boot_id, release FROM events
+           WHERE event_type = 'boot' AND (toString(boot_id) = {r:String} OR release = {r:String})
+             AND ({service:String} = '' OR service = {service:String})
+           ORDER BY ts LIMIT 1`,
+          { r: requested, service: scope.service },
+        );
+    const asTime = first ? undefined : deployTimeMicros(requested);
     // a time: the last restart, server or proxy-inferred, up at or before it (the only
     // way to name a proxy-inferred restart other than the latest)
     if (!row && asTime !== undefined) row = restarts.filter((r) => at(r) <= asTime).at(-1);
@@ -741,14 +755,6 @@ async function judgeDeploy(store: Store, options: CanaryOptions): Promise<Omit<C
       // (the latest restart's time rounded up to the second: cut to it, the example was
       // before that restart and named the one before: a newcomer pass)
       const example = `A time (ISO-8601 or epoch seconds, e.g. ${isoMicros(Math.ceil(at(restarts.at(-1)!) / 1e6) * 1e6).replace(/\.\d+Z$/, 'Z')}, just after the latest restart) names the last restart up at or before it, proxy-inferred ones too`;
-      // a boot that is no restart: its service's first (found by a newcomer pass: it got the unknown deploy's words)
-      const [first] = await store.query<{ service: string; boot_id: string; release: string }>(
-        `SELECT service, toString(boot_id) AS boot_id, release FROM events
-         WHERE event_type = 'boot' AND (toString(boot_id) = {r:String} OR release = {r:String})
-           AND ({service:String} = '' OR service = {service:String})
-         ORDER BY ts LIMIT 1`,
-        { r: requested, service: scope.service },
-      );
       return cannot(
         first
           ? `${JSON.stringify(requested)} is the first boot of service ${JSON.stringify(first.service)} (boot_id ${first.boot_id}${first.release ? `, release ${first.release}` : ''}) in the store: ` +
@@ -1056,7 +1062,10 @@ function pickServerRestart<T extends { boot_id: string; release: string }>(rows:
  * @returns undefined when it is not a time.
  */
 function deployTimeMicros(requested: string): number | undefined {
-  return looksLikeTime(requested) ? parseTimeMicros(requested) : undefined;
+  const us = looksLikeTime(requested) ? parseTimeMicros(requested) : undefined;
+  // the bounds every time parameter has (queries/registry.ts): epoch milliseconds were
+  // read as seconds far in the future, naming the latest restart (a break-it pass)
+  return us !== undefined && us >= MIN_TIME_PARAM_MICROS && us <= MAX_TIME_PARAM_MICROS ? us : undefined;
 }
 
 /**
