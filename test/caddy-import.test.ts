@@ -387,5 +387,12 @@ describe('an import that relabels lines imported before (a newcomer pass: said n
     const grown = await importCaddyLogs(t.store, { access: [whole], hasher, service: 'relabel-y', environment: 'prod' });
     expect(grown.files[0]!.prefix_hashes).toHaveLength(1);
     expect(grown.relabelled).toEqual([{ path: whole, before: [{ service: 'relabel-x', environment: '' }], now: { service: 'relabel-y', environment: 'prod' } }]);
+    // the grown log relabelled its first part's lines too: imported again as it is, it
+    // relabels nothing (its first part's own old labels were named again: a break-it pass)
+    expect((await importCaddyLogs(t.store, { access: [whole], hasher, service: 'relabel-y', environment: 'prod' })).relabelled).toEqual([]);
+    // and its first part given again with other labels names the grown log's
+    expect((await importCaddyLogs(t.store, { access: [part], hasher, service: 'relabel-z' })).relabelled).toEqual([
+      { path: part, before: [{ service: 'relabel-y', environment: 'prod' }], now: { service: 'relabel-z', environment: '' } },
+    ]);
   });
 });

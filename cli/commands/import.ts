@@ -5,6 +5,7 @@ import type { ImportProgress, ImportReport } from '../../collectors/index.ts';
 import { ContinuityError } from '../../core/errors.ts';
 import { hasherForConfig, deploymentKeyWarning } from '../../core/hash.ts';
 import type { Config } from '../../core/config.ts';
+import { oneLine } from '../../core/text.ts';
 import { buildContinuityReport, importedLineCounts, renderContinuityText } from '../../reports/index.ts';
 import { readRetention, type Retention, type Store } from '../../store/index.ts';
 import { configFrom, withStore } from '../context.ts';
@@ -150,8 +151,9 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
  * pass: a log imported with --service, then analyzed without it, was relabelled unsaid).
  */
 function warnRelabelled(report: ImportReport): void {
+  // (quoted, with control and bidi characters shown as escapes: core/text.ts)
   const labels = (l: { service: string; environment: string }) =>
-    `${l.service ? `--service ${JSON.stringify(l.service)}` : 'no --service'}${l.environment ? ` --environment ${JSON.stringify(l.environment)}` : ''}`;
+    `${l.service ? `--service ${oneLine(JSON.stringify(l.service))}` : 'no --service'}${l.environment ? ` --environment ${oneLine(JSON.stringify(l.environment))}` : ''}`;
   for (const r of report.relabelled) {
     process.stderr.write(
       `warning: ${r.path} was imported before with ${r.before.map(labels).join(', and with ')}; its lines now carry ${labels(r.now)} ` +

@@ -571,23 +571,29 @@ async function foldRefusedRows(report: ImportReport, refused: string[], maxLineB
 
 /**
  * The access logs of this import whose content was imported before under other labels:
- * the latest earlier run of the same `decoded_hash`, or of one of its `prefix_hashes`,
- * had another service or environment (runs from before schema/migrations/0019 carry
- * none and are left out). Read before this import's own runs are recorded.
+ * the latest earlier run that read this content or one of its `prefix_hashes` (itself,
+ * or a longer log it is the start of) had another service or environment. Not seen: a
+ * copy shorter than a log imported before (its content is no earlier run's prefix
+ * hash), and runs recorded before schema/migrations/0019, which carry no labels. Read
+ * before this import's own runs are recorded.
  */
 async function relabelledInputs(store: Store, files: ImportFileReport[], now: { service: string; environment: string }): Promise<RelabelledInput[]> {
   const access = files.filter((f) => f.kind === 'access' && f.decoded_hash !== '');
   if (access.length === 0) return [];
   const hashes = [...new Set(access.flatMap((f) => [f.decoded_hash, ...f.prefix_hashes]))];
-  // each content's latest labelled run: the labels its lines carry before this import
+  // each content's latest labelled run, the content itself or a log that grew from it
+  // (its prefix_hashes): the labels its lines carry before this import (a run of the
+  // grown log relabels the lines of its first part too; read by decoded_hash alone, the
+  // first part's own old labels were named again at every later import: a break-it pass)
   const rows = await store.query<{ hash: string; service: string; environment: string }>(
     `SELECT hash, labels.1 AS service, labels.2 AS environment
      FROM
      (
-         SELECT decoded_hash AS hash, argMax((assumeNotNull(service), assumeNotNull(environment)), (finished_at, started_at)) AS labels
+         SELECT h AS hash, argMax((assumeNotNull(service), assumeNotNull(environment)), (finished_at, started_at)) AS labels
          FROM import_runs
-         WHERE kind = {kind:String} AND decoded_hash IN {hashes:Array(String)} AND service IS NOT NULL AND environment IS NOT NULL
-         GROUP BY decoded_hash
+         ARRAY JOIN arrayConcat([decoded_hash], prefix_hashes) AS h
+         WHERE kind = {kind:String} AND h IN {hashes:Array(String)} AND service IS NOT NULL AND environment IS NOT NULL
+         GROUP BY h
      )
      WHERE labels != ({service:String}, {environment:String})
      ORDER BY service, environment`,
