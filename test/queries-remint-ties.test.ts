@@ -74,4 +74,32 @@ describe('ties to the microsecond', () => {
     expect(aFirst.pairs).toHaveLength(1);
     expect(bFirst).toEqual(aFirst);
   });
+
+  it('two events of one boot or one server re-mint that disagree: the same release and mode whichever was written first (a break-it pass)', async () => {
+    const server = (n: number, dt_s: number, fields: Record<string, unknown>) => ({
+      event_id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
+      ts: T + dt_s * 1_000_000,
+      source: 'server',
+      service: 'svc-s',
+      ...fields,
+    });
+    const first = server(11, 0, { event_type: 'boot', boot_id: 'b0', release: 'v0' });
+    const bootV1 = server(12, 100, { event_type: 'boot', boot_id: 'b1', release: 'v1' });
+    const bootHotfix = server(13, 101, { event_type: 'boot', boot_id: 'b1', release: 'v1-hotfix' });
+    const remint = (n: number, dt_s: number, mode: string) =>
+      server(n, dt_s, { event_type: 'remint', boot_id: 'b1', stale_session_key: 'k-old', replacement_session_key: 'k-new', mode, outcome: 'created' });
+    const alias = remint(14, 110, 'alias');
+    const inferred = remint(15, 111, 'client_reinit_inferred');
+    const read = async () => ({
+      restarts: await runQuery<Record<string, unknown>>(t.store, 'restarts', {}),
+      pairs: await runQuery<Record<string, unknown>>(t.store, 'remint_pairs', {}),
+    });
+    await load([[first], [bootV1, alias], [bootHotfix, inferred]]);
+    const inOrder = await read();
+    await load([[first], [bootHotfix, inferred], [bootV1, alias]]);
+    const reversed = await read();
+    expect(inOrder.restarts).toEqual([expect.objectContaining({ boot_id: 'b1', release: 'v1' })]);
+    expect(inOrder.pairs).toEqual([expect.objectContaining({ stale_session_key: 'k-old', inferred: 0, mode: 'alias', events: 2 })]);
+    expect(reversed).toEqual(inOrder);
+  });
 });

@@ -19,7 +19,7 @@ WITH
 -- read and merged)
 server_rows AS
 (
-    SELECT stale_session_key, replacement_session_key, mode, ts,
+    SELECT stale_session_key, replacement_session_key, mode, ts, event_id,
            reinterpretAsUInt128(sipHash128(stale_session_key)) AS stale_h
     FROM events FINAL
     WHERE event_type = 'remint' AND outcome != 'failed'
@@ -32,7 +32,10 @@ server_rows AS
 -- reference, `remint_pairs` 830 -> 732 ms at 10M events, medians of 9 side by side)
 server AS
 (
-    SELECT stale_session_key, replacement_session_key, any(mode) AS mode, count() AS events,
+    -- (the mode of the pair's first event, by (ts, event_id): any() took whichever part
+    -- was read first, so two events of one pair with two modes gave the mode of the
+    -- batch written first: a break-it pass)
+    SELECT stale_session_key, replacement_session_key, argMin(mode, (ts, event_id)) AS mode, count() AS events,
            min(toUnixTimestamp64Micro(ts)) / 1e6 AS first_t,
            any(stale_h) AS stale_h,
            reinterpretAsUInt128(sipHash128(replacement_session_key)) AS replacement_h

@@ -14,7 +14,10 @@ WITH
 boots_hour_lo < boots_hour_hi AS boots_whole_hours,
 b AS
 (
-    SELECT service, boot_id, any(release) AS release, any(instance) AS instance,
+    -- (release and instance of the boot's first event, by (ts, event_id): any() took the
+    -- part read first, so two boot events of one boot_id with two releases gave the
+    -- release of the batch written first: a break-it pass)
+    SELECT service, boot_id, argMin((events.release, events.instance), (ts, event_id)) AS ri, ri.1 AS release, ri.2 AS instance,
            min(toUnixTimestamp64Micro(ts)) / 1e6 AS t
     FROM events
     WHERE event_type = 'boot'
