@@ -1,7 +1,7 @@
 import type { FastifyError, FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import { assertMediaType, bearerChallenge, codedRequestError, ContinuityError, createBearerCheck, isContinuityError, unauthorized } from '../core/index.ts';
-import { NAMED_QUERIES, bindParams, checkMcpPaths, describeQueries, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
+import { NAMED_QUERIES, bindParams, checkMcpPaths, readsProxyLines, describeQueries, getQuery, runQuery, withQueryDefaults, type QueryDefaults } from '../queries/index.ts';
 import { tsvTable } from '../core/table.ts';
 import { buildCanaryReport, buildContinuityReport, CANARY_FORMATS, gatesFromData, parseDuration, renderCanary, type CanaryFormat } from '../reports/index.ts';
 import { MAX_SQL_ROWS, type Store } from '../store/index.ts';
@@ -158,7 +158,7 @@ export const apiRoutes: FastifyPluginAsync<ApiOptions> = async (app: FastifyInst
     const rows = await runQuery(store, q.name, given);
     // configured MCP paths that match no proxy line empty every proxy-derived row: said,
     // as `continuity query` says it on stderr (a newcomer pass: rows [] alone)
-    const paths = 'mcp_paths' in q.paramTypes ? await checkMcpPaths(store, given, undefined, 'mcp_paths' in req.query ? 'mcp_paths' : undefined) : null;
+    const paths = readsProxyLines(q.name) ? await checkMcpPaths(store, given, undefined, 'mcp_paths' in req.query ? 'mcp_paths' : undefined) : null;
     return { query: q.name, params, rows, warnings: paths?.warning ? [paths.warning] : [] };
   });
 

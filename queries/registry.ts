@@ -980,6 +980,16 @@ export async function countChallenges(store: Store, params: Record<string, unkno
   return rows.map((r) => ({ challenge_class: r.challenge_class, http_status: Number(r.http_status), challenges: Number(r.challenges) }));
 }
 
+/**
+ * Whether a named query reads the proxy's lines: its SQL filters them by the endpoint's
+ * paths (`{endpoint_paths:…}`, resolved from `mcp_paths`), so configured paths that match
+ * no line can empty its proxy-derived rows. `cap_pressure` and `settlements` read server
+ * events only, and were warned about all the same (a break-it pass).
+ */
+export function readsProxyLines(name: string): boolean {
+  return querySql(name).includes('{endpoint_paths:');
+}
+
 /** Where configured MCP endpoint paths came from ({@link checkMcpPaths}'s warning names it). */
 export type McpPathsSetting = 'CONTINUITY_MCP_PATHS' | 'mcp_paths';
 

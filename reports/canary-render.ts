@@ -92,7 +92,7 @@ function cellText(v: unknown): string {
  * would read as markup is escaped, so the text stays readable on a terminal, where md
  * is the canary's default (a newcomer pass read `proxy\_5xx\_gap` and `&gt;`): an `_`
  * between letters or digits opens no emphasis (§6.2, intraword), `>` is markup only
- * where a line begins (a block quote, §5.1), `#` likewise (a heading, §4.2), `=` and `-`
+ * where a line begins, after up to 3 spaces (a block quote, §5.1), `#` likewise (a heading, §4.2), `=` and `-`
  * (a setext underline or thematic break, §4.3, §4.1), and `+`, `-` or digits and `.`/`)`
  * then a space begin a list only there too (§5.2).
  */
@@ -102,8 +102,8 @@ export function escapeMarkdown(s: string): string {
     .replace(/</g, '&lt;')
     .replace(/([\\`*~[\]|])/g, '\\$1')
     .replace(/_/g, (m, at: number, all: string) => (/[0-9A-Za-z]/.test(all[at - 1] ?? '') && /[0-9A-Za-z]/.test(all[at + 1] ?? '') ? m : '\\_'))
-    .replace(/^([>#+=-])/, '\\$1')
-    .replace(/^(\d{1,9})([.)])(?=\s|$)/, '$1\\$2');
+    .replace(/^( {0,3})([>#+=-])/, '$1\\$2')
+    .replace(/^( {0,3}\d{1,9})([.)])(?=\s|$)/, '$1\\$2');
 }
 
 /** Inline code that cannot be broken out of (a backtick run longer than any inside; on one line, controls shown: core/text.ts oneLine). */

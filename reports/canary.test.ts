@@ -873,7 +873,7 @@ describe('escapeMarkdown', () => {
     expect(escapeMarkdown('proxy_5xx_gap > 0 & rate')).toBe('proxy_5xx_gap > 0 & rate');
     expect(escapeMarkdown('_lead trail_ *b* `c` [l](u) a|b ~~s~~ \\')).toBe('\\_lead trail\\_ \\*b\\* \\`c\\` \\[l\\](u) a\\|b \\~\\~s\\~\\~ \\\\');
     expect(escapeMarkdown('<b>&amp;&#60;</b>')).toBe('&lt;b>&amp;amp;&amp;#60;&lt;/b>');
-    for (const [lead, out] of [['> q', '\\> q'], ['# h', '\\# h'], ['- l', '\\- l'], ['+ l', '\\+ l'], ['12. n', '12\\. n'], ['3) n', '3\\) n'], ['---', '\\---'], ['0.00%', '0.00%']]) {
+    for (const [lead, out] of [['> q', '\\> q'], ['# h', '\\# h'], ['- l', '\\- l'], ['+ l', '\\+ l'], ['12. n', '12\\. n'], ['3) n', '3\\) n'], ['---', '\\---'], ['0.00%', '0.00%'], ['   # h', '   \\# h'], ['  2. n', '  2\\. n']]) {
       expect(escapeMarkdown(lead!)).toBe(out);
     }
     expect(escapeMarkdown('a\nb')).toBe('a b');

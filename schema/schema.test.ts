@@ -13,7 +13,7 @@ describe('parseEvent (contract v1)', () => {
     const { boot_id: _, ...noBoot } = base;
     for (const type of ['boot', 'shutdown'] as const) {
       const extra = type === 'shutdown' ? { reason: 'signal' } : {};
-      for (const [given, code] of [[{}, 'invalid_type'], [{ boot_id: '' }, 'too_small']] as const) {
+      for (const [given, code] of [[{}, 'invalid_type'], [{ boot_id: '' }, 'invalid_format'], [{ boot_id: ' \t ' }, 'invalid_format']] as const) {
         const r = parseEvent({ ...noBoot, ...given, event_type: type, ...extra });
         expect(r.ok, `${type} ${JSON.stringify(given)}`).toBe(false);
         if (!r.ok) expect(r.issues).toEqual([expect.objectContaining({ path: 'boot_id', code })]);

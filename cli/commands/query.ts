@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { NAMED_QUERIES, checkMcpPaths, describeQueries, getQuery, runQuery, withQueryDefaults } from '../../queries/index.ts';
+import { NAMED_QUERIES, checkMcpPaths, readsProxyLines, describeQueries, getQuery, runQuery, withQueryDefaults } from '../../queries/index.ts';
 import { configFrom, parseParams, withStore } from '../context.ts';
 import { ContinuityError } from '../../core/errors.ts';
 import { formatRows, type RowFormat } from '../format.ts';
@@ -41,7 +41,7 @@ export function registerQuery(program: Command): void {
           rows: await runQuery(store, q.name, given),
           // configured MCP paths that match no proxy line make every proxy-derived row
           // vanish: said on stderr, as the report does ("(no rows)" alone: a newcomer pass)
-          paths: 'mcp_paths' in q.paramTypes ? await checkMcpPaths(store, given, undefined, 'mcp_paths' in params ? 'mcp_paths' : undefined) : null,
+          paths: readsProxyLines(q.name) ? await checkMcpPaths(store, given, undefined, 'mcp_paths' in params ? 'mcp_paths' : undefined) : null,
         }),
         { read: true },
       );

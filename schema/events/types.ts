@@ -23,7 +23,10 @@ function eventType<T extends string, S extends z.ZodRawShape>(type: T, shape: S)
  * §4), and its shutdown is found by that id, so boots with no id were taken for one
  * incarnation and their restarts went uncounted.
  */
-const RequiredBootId = z.string().min(1, 'required on a boot or shutdown: the process incarnation it starts or ends').max(128);
+const RequiredBootId = z
+  .string()
+  .max(128)
+  .regex(/\S/, 'required on a boot or shutdown: the process incarnation it starts or ends (not blank)');
 
 /** A process started (a new `boot_id`). */
 export const BootEvent = eventType('boot', {
