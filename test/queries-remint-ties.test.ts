@@ -1,3 +1,5 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery } from '../queries/index.ts';
 import { RETAINED_TABLES } from '../store/index.ts';
@@ -36,7 +38,7 @@ afterAll(async () => {
 async function load(batches: Array<Array<Record<string, unknown>>>): Promise<void> {
   for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
   for (const [i, rows] of batches.entries()) {
-    await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: `ties-${i}-${rows.map((r) => r.event_id).join('.')}` });
+    await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: `ties-${i}-${createHash('sha256').update(rows.map((r) => r.event_id).join(',')).digest('hex')}` });
   }
 }
 
@@ -101,5 +103,23 @@ describe('ties to the microsecond', () => {
     expect(inOrder.restarts).toEqual([expect.objectContaining({ boot_id: 'b1', release: 'v1' })]);
     expect(inOrder.pairs).toEqual([expect.objectContaining({ stale_session_key: 'k-old', inferred: 0, mode: 'alias', events: 2 })]);
     expect(reversed).toEqual(inOrder);
+  });
+
+  it('a refused miss whose arrival was recorded twice with two methods: the same method whichever was written first (a metamorphic pass)', async () => {
+    // (a server miss on line 8's arrival, whose arrival_id line 9 records again with another event_id and method)
+    const events = readFileSync(new URL('./fixtures/order/arrival-recorded-twice.jsonl', import.meta.url), 'utf8')
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+    const methods = async () => (await runQuery<Record<string, unknown>>(t.store, 'refused_misses', {})).map((r) => [r.source, r.mcp_method, r.next, r.misses]);
+    await load([events]);
+    const together = await methods();
+    await load([events.filter((_, i) => i !== 8), [events[8]!]]);
+    const firstLast = await methods();
+    await load([events.filter((_, i) => i !== 9), [events[9]!]]);
+    const secondLast = await methods();
+    expect(together.length).toBeGreaterThan(0);
+    expect(firstLast).toEqual(together);
+    expect(secondLast).toEqual(together);
   });
 });

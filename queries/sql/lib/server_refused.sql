@@ -61,7 +61,10 @@ srv AS
         WHERE a.event_type = 'arrival'
         -- one row per arrival: a copy delivered again in another batch (not merged
         -- yet) would count its miss twice (found by a break-it pass: the misses halved
-        -- once the copies merged)
+        -- once the copies merged); the first by (ts, event_id), so an arrival_id
+        -- recorded twice with two methods gives one answer whatever batch was written
+        -- first (a metamorphic pass)
+        ORDER BY a.arh, a.ts, a.event_id
         LIMIT 1 BY arh
     )
 ) AS refused_arrival_rows,
