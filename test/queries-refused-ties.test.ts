@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery } from '../queries/index.ts';
-import { RETAINED_TABLES } from '../store/index.ts';
+import { proxyLines, reloadEvents } from './helpers/reload.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 // Refused misses of one session at the same microsecond are each a miss.
@@ -11,20 +11,13 @@ import { openTestStore, type TestStore } from './helpers/store.ts';
 
 let t: TestStore;
 const T = Date.UTC(2026, 10, 1, 10) * 1000; // µs
-const line = (n: number, dt_s: number, fields: Record<string, unknown>) => ({
-  event_id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
-  event_type: 'proxy_access',
-  ts: T + dt_s * 1_000_000,
-  source: 'proxy',
+const line = proxyLines(T, {
   service: 'svc-a',
   environment: 'prod',
   user_agent: 'claude-code/2.0.14',
-  http_method: 'POST',
-  url_path: '/mcp',
   client_address: '10.0.0.1',
   has_credential: true,
   request_session_key: 'k-stale',
-  ...fields,
 });
 
 beforeAll(async () => {
@@ -35,7 +28,6 @@ afterAll(async () => {
 });
 
 async function load(tied: Record<string, unknown>, token: string): Promise<void> {
-  for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
   const rows = [
     line(1, 0, { http_status: 200 }),
     line(2, 5, { http_status: 404 }),
@@ -43,7 +35,7 @@ async function load(tied: Record<string, unknown>, token: string): Promise<void>
     // the client re-initializes: an inferred re-mint, 4 s after the misses
     line(9, 9, { http_status: 200, request_session_key: '', response_session_key: 'k-new' }),
   ];
-  await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: token });
+  await reloadEvents(t.store, [rows], token);
 }
 
 const proxyMisses = async () =>
@@ -76,7 +68,6 @@ describe('two refused misses of one session at the same microsecond', () => {
 // session, quadratic for a client resending a dead session id in a loop.
 describe('a proxy miss and the server misses of its session', () => {
   it('is the same miss within 2 s either way, to the microsecond, and its own beyond', async () => {
-    for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
     const server = (n: number, dt_s: number) => ({
       event_id: `00000000-0000-4000-9000-${String(n).padStart(12, '0')}`,
       event_type: 'session_refused',
@@ -99,7 +90,7 @@ describe('a proxy miss and the server misses of its session', () => {
       server(2, 12.000001), // 2.000001 s after the miss at 10 s: not
       server(3, 18), // 2 s before the miss at 20 s: the same
     ];
-    await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: 'alone' });
+    await reloadEvents(t.store, [rows], 'alone');
     const got = await runQuery<Record<string, unknown>>(t.store, 'refused_misses', {});
     const misses = (source: string) => got.filter((r) => r.source === source).reduce((n, r) => n + Number(r.misses), 0);
     expect({ server: misses('server'), proxy: misses('proxy') }).toEqual({ server: 3, proxy: 1 });

@@ -1,8 +1,7 @@
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runQuery } from '../queries/index.ts';
-import { RETAINED_TABLES } from '../store/index.ts';
+import { proxyLines, reloadEvents } from './helpers/reload.ts';
 import { openTestStore, type TestStore } from './helpers/store.ts';
 
 // Rows that tie to the microsecond must give the same answer whatever batch was
@@ -14,18 +13,7 @@ import { openTestStore, type TestStore } from './helpers/store.ts';
 
 let t: TestStore;
 const T = Date.UTC(2026, 10, 1, 10) * 1000; // µs
-const line = (n: number, dt_s: number, fields: Record<string, unknown>) => ({
-  event_id: `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`,
-  event_type: 'proxy_access',
-  ts: T + dt_s * 1_000_000,
-  source: 'proxy',
-  service: 'svc-t',
-  user_agent: 'mcp-remote/0.1.29',
-  http_method: 'POST',
-  url_path: '/mcp',
-  client_address: '10.9.0.2',
-  ...fields,
-});
+const line = proxyLines(T, { service: 'svc-t', user_agent: 'mcp-remote/0.1.29', client_address: '10.9.0.2' });
 
 beforeAll(async () => {
   t = await openTestStore('remint_ties');
@@ -34,13 +22,7 @@ afterAll(async () => {
   await t?.close();
 });
 
-/** Loads `batches` (each its own insert, in this order) into an emptied store. */
-async function load(batches: Array<Array<Record<string, unknown>>>): Promise<void> {
-  for (const table of RETAINED_TABLES) await t.store.command(`TRUNCATE TABLE ${table}`);
-  for (const [i, rows] of batches.entries()) {
-    await t.store.insertJsonEachRow('events', rows.map((r) => JSON.stringify(r)).join('\n'), { dedupToken: `ties-${i}-${createHash('sha256').update(rows.map((r) => r.event_id).join(',')).digest('hex')}` });
-  }
-}
+const load = (batches: Array<Array<Record<string, unknown>>>) => reloadEvents(t.store, batches, 'ties');
 
 const answers = async () => ({
   pairs: await runQuery<Record<string, unknown>>(t.store, 'remint_pairs', {}),
