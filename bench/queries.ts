@@ -8,16 +8,10 @@
  * (the whole range) and the canary report for the latest deploy.
  * Each is run once cold (first run after the store opened) and R (default 5) times warm;
  * the figure is the median of the warm runs, printed with every warm run and the cold
- * one. (Default 3 until 2026-12-03. The engine compiles a query's expressions,
- * aggregates and sorts to machine code the fourth time it runs them
- * (`min_count_to_compile_*` = 3), so the third warm run of every query is the slow
- * one, by up to 0.8 s, and the runs before it are slower than the runs after:
- * `session_continuity` 1,148 1,159 988 2,026 978 963 1,004 956 ms in one process.
- * With compilation off there is no slow run, but every run is as slow as the first
- * ones: 949 against about 880 ms. Of 3 warm runs the median was the compile or an
- * uncompiled run. Of 5, runs 4 and 5 are compiled, what `serve` runs once warm, and the
- * median is then usually the faster of the two uncompiled runs 1 and 2: it leans slow
- * (`session_continuity` 1,671 1,429 1,832 1,308 1,139 → 1,429, 2026-12-03).)
+ * one. (Default 3 until 2026-12-03, when the engine compiled a query's expressions,
+ * aggregates and sorts to machine code the fourth time it ran them, so the third warm
+ * run was the slow one. Since 2026-12-05 the named queries and checks run with
+ * compilation off, queries/registry.ts NO_COMPILATION: no warm run pays for it.)
  * Goals (issue: full query set at 10M events): each query ≤ 1 s, the canary report ≤ 3 s.
  * The last line printed is one JSON object:
  * `{ events, max_query_ms, canary_ms, queries: { name: ms, … }, cold: { … }, fixed: { … }, … }`

@@ -662,7 +662,7 @@ export function resolveProxyGapWindow(store: Store, bound: Record<string, unknow
   const span = (parseTimeMicros(String(bound.t_to)) ?? 0) - (parseTimeMicros(String(bound.t_from)) ?? 0);
   if (span <= GAP_SCAN_UP_TO_US) return Promise.resolve({ minutes: [], scan: true });
   return memoized(`proxy_gap_window ${JSON.stringify(params)}`, memo, async () => {
-    const [row] = await store.query<{ minutes: string[] }>(querySql('checks/proxy_5xx_minutes'), params);
+    const [row] = await store.query<{ minutes: string[] }>(querySql('checks/proxy_5xx_minutes') + (await analysisSettings(store, 'checks/proxy_5xx_minutes')), params);
     // minute starts as µs; a DateTime parameter takes the text without the fraction
     const near = new Set<number>();
     for (const m of row?.minutes ?? []) {
@@ -672,7 +672,7 @@ export function resolveProxyGapWindow(store: Store, bound: Record<string, unknow
     }
     const minutes = [...near].map((us) => formatTimeMicros(us).slice(0, 19));
     if (minutes.length === 0) return { minutes, scan: false };
-    const [check] = await store.query<{ scan: number }>(querySql('checks/proxy_gap_window'), { ...params, proxy_gap_minutes: minutes, proxy_gap_near: GAP_NEAR_MINUTES });
+    const [check] = await store.query<{ scan: number }>(querySql('checks/proxy_gap_window') + (await analysisSettings(store, 'checks/proxy_gap_window')), { ...params, proxy_gap_minutes: minutes, proxy_gap_near: GAP_NEAR_MINUTES });
     return { minutes, scan: check?.scan === 1 };
   });
 }
@@ -703,9 +703,10 @@ function memoized<T>(key: string, memo: EndpointPathsMemo | undefined, resolve: 
 export async function resolveEndpointPaths(store: Store, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<string[]> {
   const common = Object.fromEntries(Object.keys(commonTypes).map((k) => [k, bound[k]]));
   endpointSql ??= withFragments('-- requires: proxy_endpoints\nSELECT groupUniqArray(url_path) AS paths FROM proxy_endpoints');
-  return memoized(JSON.stringify(common), memo, () =>
-    store.query<{ paths: string[] }>(endpointSql!, { ...common, ...wholeHours(common) }).then(([row]) => row?.paths ?? []),
-  );
+  return memoized(JSON.stringify(common), memo, async () => {
+    const [row] = await store.query<{ paths: string[] }>(endpointSql! + (await analysisSettings(store, 'proxy_endpoints')), { ...common, ...wholeHours(common) });
+    return row?.paths ?? [];
+  });
 }
 let endpointSql: string | undefined;
 
@@ -774,7 +775,7 @@ export async function checkMcpPaths(store: Store, params: Record<string, unknown
   const bound = bindCheckParams('mcp_paths check', params);
   const configured = bound.mcp_paths as string[];
   if (configured.length === 0) return null;
-  const [row] = await store.query<{ matched: string[]; endpoints: string[]; endpoint_count: number | string }>(querySql('checks/mcp_paths'), bound);
+  const [row] = await store.query<{ matched: string[]; endpoints: string[]; endpoint_count: number | string }>(querySql('checks/mcp_paths') + (await analysisSettings(store, 'checks/mcp_paths')), bound);
   const found = new Set(row?.matched ?? []);
   const matched = configured.filter((p) => found.has(p));
   const unmatched = configured.filter((p) => !found.has(p));
@@ -1064,7 +1065,7 @@ export async function resolveQuerySql(store: Store, name: string, bound: Record<
     // (the check and the SQL resolve the same endpoint paths and gap window: once)
     memo ??= new Map();
     const check = querySql(`checks/${narrower.check}`);
-    const [row] = await store.query<{ n: number | string }>(check, await bindInternalParams(store, check, bound, memo));
+    const [row] = await store.query<{ n: number | string }>(check + (await analysisSettings(store, `checks/${narrower.check}`)), await bindInternalParams(store, check, bound, memo));
     narrowed = Number(row?.n) === 0;
   }
   const sql = narrowed && narrower ? querySql(narrower.sql, narrower.substitutes) : querySql(name, PARAM_FORMS[name]?.(bound) ?? {});
@@ -1125,24 +1126,43 @@ const ANALYSIS_SETTINGS: Readonly<Record<string, Readonly<Record<string, number>
   'checks/session_outcomes': { optimize_and_compare_chain: 0 },
 });
 
-/** Every setting name {@link ANALYSIS_SETTINGS} holds: what {@link analysisSettings} looks up. */
-const ANALYSIS_SETTING_NAMES = [...new Set(Object.values(ANALYSIS_SETTINGS).flatMap((s) => Object.keys(s)))];
+/**
+ * Settings every named query and check runs with: no compilation of its expressions,
+ * aggregate functions or sort descriptions to machine code (ClickHouse's JIT:
+ * `compile_expressions`, `compile_aggregate_expressions`, `compile_sort_description`,
+ * on by default). The engine compiles a statement's expressions the fourth time it runs
+ * them in a process (`min_count_to_compile_*` = 3), and that run pays for the
+ * compilation: `session_continuity` at 10M events 1,449–1,558 ms against 720–760 for the
+ * compiled runs after it and 760–910 for the runs before. Without it, every run took
+ * what the compiled ones take (707–831 ms; medians of runs 5–9 in one process, three
+ * processes each, alternating: 719 / 722 / 738 compiled, 733 / 733 / 733 without), and
+ * the other named queries the same within ±5%. So nothing is compiled, and no call pays
+ * for it (docs/queries.md, "Compilation off", 2026-12-05). Compilation never changes a
+ * row (ClickHouse docs).
+ */
+const NO_COMPILATION: Readonly<Record<string, number>> = Object.freeze({
+  compile_expressions: 0,
+  compile_aggregate_expressions: 0,
+  compile_sort_description: 0,
+});
 
-/** The settings of {@link ANALYSIS_SETTINGS} each store's engine knows, looked up once per store. */
+/** Every setting name {@link ANALYSIS_SETTINGS} and {@link NO_COMPILATION} hold: what {@link analysisSettings} looks up. */
+const ANALYSIS_SETTING_NAMES = [...new Set([...Object.keys(NO_COMPILATION), ...Object.values(ANALYSIS_SETTINGS).flatMap((s) => Object.keys(s))])];
+
+/** The settings of {@link ANALYSIS_SETTING_NAMES} each store's engine knows, looked up once per store. */
 const knownSettings = new WeakMap<Store, Promise<ReadonlySet<string>>>();
 
 /**
  * The inline SETTINGS clause (a new line, then `SETTINGS name = value, …`) that named
  * query or check `name` (`checks/<name>`) runs with on `store`: its
- * {@link ANALYSIS_SETTINGS} that the store's engine lists in `system.settings`. A
+ * {@link NO_COMPILATION} and {@link ANALYSIS_SETTINGS} that the store's engine lists in `system.settings`. A
  * server older than a setting rejects the setting by name, and does not run the pass
  * it turns off either. Returns '' when there is nothing to send. The lookup runs once
  * per store. A failed lookup is forgotten, so the next call tries again.
  * @throws a store error from the lookup.
  */
 export async function analysisSettings(store: Store, name: string): Promise<string> {
-  const wanted = ANALYSIS_SETTINGS[name];
-  if (wanted === undefined) return '';
+  const wanted = { ...NO_COMPILATION, ...ANALYSIS_SETTINGS[name] };
   let known = knownSettings.get(store);
   if (known === undefined) {
     known = store

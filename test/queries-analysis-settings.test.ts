@@ -1,8 +1,8 @@
-// The analysis settings some statements run with (queries/registry.ts
-// ANALYSIS_SETTINGS, analysisSettings): sent only to an engine that lists them,
-// looked up once per store, and never changing a row.
+// The settings statements run with (queries/registry.ts NO_COMPILATION for every
+// named query and check, ANALYSIS_SETTINGS for some, analysisSettings): sent only to
+// an engine that lists them, looked up once per store, and never changing a row.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { analysisSettings, bindInternalParams, bindParams, countSessionOutcomes, querySql, resolveQuerySql, runQuery } from '../queries/index.ts';
+import { analysisSettings, bindInternalParams, bindParams, countSessionOutcomes, NAMED_QUERIES, querySql, resolveQuerySql, runQuery } from '../queries/index.ts';
 import type { Store } from '../store/index.ts';
 import { insertEvents } from './fixtures/proxy-scenario.ts';
 import { SCENARIO_NAMES, scenarioEvents } from './fixtures/scenarios.ts';
@@ -34,26 +34,31 @@ function engineListing(answer: () => Promise<Array<{ name: string }>>): { store:
 }
 
 describe('analysisSettings', () => {
-  it('turns off optimize_and_compare_chain for session_continuity and the canary session_outcomes check on this engine', async () => {
-    // the embedded engine (ClickHouse 26.7) lists the setting, as a server from 25.2 on does
-    expect(await analysisSettings(t.store, 'session_continuity')).toBe('\nSETTINGS optimize_and_compare_chain = 0');
-    expect(await analysisSettings(t.store, 'checks/session_outcomes')).toBe('\nSETTINGS optimize_and_compare_chain = 0');
-    expect(await analysisSettings(t.store, 'restarts')).toBe('');
+  it('turns off compilation for every named query and check, and optimize_and_compare_chain for session_continuity and the canary session_outcomes check, on this engine', async () => {
+    // the embedded engine (ClickHouse 26.7) lists every setting, as a server from 25.2 on does
+    const noCompilation = '\nSETTINGS compile_expressions = 0, compile_aggregate_expressions = 0, compile_sort_description = 0';
+    expect(await analysisSettings(t.store, 'session_continuity')).toBe(`${noCompilation}, optimize_and_compare_chain = 0`);
+    expect(await analysisSettings(t.store, 'checks/session_outcomes')).toBe(`${noCompilation}, optimize_and_compare_chain = 0`);
+    expect(await analysisSettings(t.store, 'restarts')).toBe(noCompilation);
+    expect(await analysisSettings(t.store, 'checks/unmatched_transitions')).toBe(noCompilation);
     const { sql } = await resolveQuerySql(t.store, 'session_continuity', bindParams('session_continuity', {}));
-    expect(sql.endsWith('\nSETTINGS optimize_and_compare_chain = 0')).toBe(true);
-    const other = await resolveQuerySql(t.store, 'restarts', bindParams('restarts', {}));
-    expect(other.sql).not.toContain('optimize_and_compare_chain');
+    expect(sql.endsWith(`${noCompilation}, optimize_and_compare_chain = 0`)).toBe(true);
+    for (const name of Object.keys(NAMED_QUERIES).filter((n) => n !== 'session_continuity')) {
+      const other = await resolveQuerySql(t.store, name, bindParams(name, {}));
+      expect(other.sql.endsWith(noCompilation), name).toBe(true);
+    }
   });
 
-  it('sends nothing to an engine that does not list the setting (a server before 25.2), and looks once per store', async () => {
+  it('sends only the settings the engine lists (a server before 25.2 has no optimize_and_compare_chain), and looks once per store', async () => {
     const old = engineListing(async () => []);
     expect(await analysisSettings(old.store, 'session_continuity')).toBe('');
     expect(await analysisSettings(old.store, 'checks/session_outcomes')).toBe('');
+    expect(await analysisSettings(old.store, 'settlements')).toBe('');
     expect(old.lookups()).toBe(1);
-    // a query without settings of its own does not look at all
-    const fresh = engineListing(async () => [{ name: 'optimize_and_compare_chain' }]);
-    expect(await analysisSettings(fresh.store, 'settlements')).toBe('');
-    expect(fresh.lookups()).toBe(0);
+    const some = engineListing(async () => [{ name: 'compile_expressions' }, { name: 'optimize_and_compare_chain' }]);
+    expect(await analysisSettings(some.store, 'session_continuity')).toBe('\nSETTINGS compile_expressions = 0, optimize_and_compare_chain = 0');
+    expect(await analysisSettings(some.store, 'settlements')).toBe('\nSETTINGS compile_expressions = 0');
+    expect(some.lookups()).toBe(1);
   });
 
   it('forgets a failed lookup, so the next statement tries again', async () => {
@@ -81,6 +86,20 @@ describe('the rows with and without the settings', () => {
       sessions += rows.reduce((n, r) => n + Number(r.sessions), 0);
     }
     expect(sessions).toBeGreaterThan(0);
+  });
+
+  it('every named query gives the same rows as its statement run without its settings, over every scenario together', async () => {
+    let rows = 0;
+    for (const name of Object.keys(NAMED_QUERIES)) {
+      const bound = bindParams(name, {});
+      const { sql } = await resolveQuerySql(t.store, name, bound);
+      const at = sql.lastIndexOf('\nSETTINGS ');
+      expect(at, name).toBeGreaterThan(0);
+      const withSettings = await t.store.query(sql, bound);
+      expect(withSettings, name).toEqual(await t.store.query(sql.slice(0, at), bound));
+      rows += withSettings.length;
+    }
+    expect(rows).toBeGreaterThan(0);
   });
 
   it('the session_outcomes check gives the same rows as its SQL run without them', async () => {
