@@ -117,8 +117,13 @@ describe('configured MCP endpoint paths that match no proxy line (CONTINUITY_MCP
   });
 
   it('run no query when no path is configured, and one when one is', async () => {
+    // (the engine's settings are looked up once per store object, queries/registry.ts
+    // analysisSettings: not the check's query)
     let queries = 0;
-    const counting: Store = { ...t.store, query: (...args: Parameters<Store['query']>) => (queries++, t.store.query(...args)) } as Store;
+    const counting: Store = {
+      ...t.store,
+      query: (...args: Parameters<Store['query']>) => (args[0].includes('system.settings') || queries++, t.store.query(...args)),
+    } as Store;
     expect(await checkMcpPaths(counting, { service: 'restart' })).toBeNull();
     expect(await checkMcpPaths(counting, { service: 'restart', mcp_paths: [] })).toBeNull();
     expect(queries).toBe(0);
