@@ -3,7 +3,8 @@
 -- still sent on the stale id and served through the alias after the re-mint),
 -- adopted (some request carried the replacement) or orphaned. Proxy-inferred
 -- pairs (a refused miss, then an initialize from the same client within
--- window_s, its end included, to the microsecond: proxy_remint_pairs.sql) are
+-- window_s, its end included, to the microsecond: proxy_remint_pairs.sql; a pair
+-- for every initialize that answered one of the stale session's misses) are
 -- kept apart as inferred = 1, and only where the server recorded
 -- no pair for that stale session.
 -- requires: proxy_remint_pairs

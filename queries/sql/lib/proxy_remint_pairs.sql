@@ -27,18 +27,22 @@ inits AS
 ),
 candidates AS
 (
-    SELECT m.stale_h AS c_stale_h,
-           argMin((i.replacement_h, i.replacement), (i.init_t, i.replacement_h)) AS c_replacement, min(i.init_t) AS c_init_t,
-           -- the latest of the session's misses answered by that initialize (a tie in
-           -- init_t is every such miss: the latest before the replacement is credited)
-           argMin(m.t, (i.init_t, -m.t)) AS c_miss_t
+    -- per stale session and replacement: the latest of the session's misses that
+    -- initialize answered. Every replacement that answered one of its misses, not
+    -- only the first: a client that re-initializes and still sends the stale id
+    -- (refused again, initializes again) makes a pair each time, and the one after
+    -- its last miss is what recovered it (a break-it pass: grouped by the stale
+    -- session alone, only its first replacement was kept, so a session whose last
+    -- re-initialize was adopted read unrecovered, that pair missing and its first
+    -- replacement orphaned)
+    SELECT m.stale_h AS c_stale_h, (i.replacement_h, i.replacement) AS c_replacement, i.init_t AS c_init_t, max(m.t) AS c_miss_t
     -- each miss with the client's first initialize at or after it (ASOF: the
     -- earliest replacement in its window, if any, without pairing every miss
     -- with every initialize of a client that holds thousands of sessions)
     FROM misses AS m
     ASOF INNER JOIN inits AS i ON i.clienth = m.clienth AND m.t <= i.init_t
     WHERE round((i.init_t - m.t) * 1e6) <= round({window_s:Float64} * 1e6)
-    GROUP BY m.stale_h
+    GROUP BY m.stale_h, i.replacement_h, i.replacement, i.init_t
 ),
 pairs AS
 (

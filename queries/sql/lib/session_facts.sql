@@ -113,12 +113,14 @@ remint_candidates AS
 (
     -- inferred re-mints (proxy_remint_pairs.sql): a refused miss, then an initialize
     -- from the same client within window_s; each replacement credited to the
-    -- latest miss before it
-    SELECT m.skh AS c_stale_h, argMin(i.h, (i.t, i.h)) AS c_replacement_h, min(i.t) AS c_init_t, argMin(m.t, (i.t, -m.t)) AS c_miss_t
+    -- latest miss before it. Every replacement that answered one of a session's
+    -- misses, as proxy_remint_pairs.sql pairs them: the one after its last miss
+    -- recovers it.
+    SELECT m.skh AS c_stale_h, i.h AS c_replacement_h, i.t AS c_init_t, max(m.t) AS c_miss_t
     FROM refused AS m
     ASOF INNER JOIN proxy_inits_all AS i ON i.clienth = m.clienth AND m.t <= i.t
     WHERE round((i.t - m.t) * 1e6) <= round({window_s:Float64} * 1e6)
-    GROUP BY m.skh
+    GROUP BY m.skh, i.h, i.t
 ),
 -- (arh: the arrival to take the client from, where the miss lacks a user agent or
 -- principal, as server_refused.sql; 0: the miss's own client)
