@@ -6,10 +6,10 @@ import { openTestStore, type TestStore } from './helpers/store.ts';
 // A client that re-initializes after a refused miss but still sends the stale id is
 // refused again, and initializes again. Each initialize that answered one of the
 // session's misses is a distinct stale→replacement pair (DESIGN §1: count distinct
-// pairs), and the one after its last miss is what recovered it. A break-it pass found
-// the inferred pairs grouped by the stale session alone: only its first replacement
-// was kept, so a session whose last re-initialize was adopted read unrecovered, with
-// that pair missing and its first replacement orphaned.
+// pairs), and the one after its last miss is what recovered it. The inferred pairs
+// were grouped by the stale session alone (found reading the SQL): only its first
+// replacement was kept, so a session whose last re-initialize was adopted read
+// unrecovered, with that pair missing and its first replacement orphaned.
 
 let t: TestStore;
 const T = Date.UTC(2026, 10, 1, 10) * 1000; // µs

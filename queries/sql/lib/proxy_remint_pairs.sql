@@ -31,10 +31,10 @@ candidates AS
     -- initialize answered. Every replacement that answered one of its misses, not
     -- only the first: a client that re-initializes and still sends the stale id
     -- (refused again, initializes again) makes a pair each time, and the one after
-    -- its last miss is what recovered it (a break-it pass: grouped by the stale
-    -- session alone, only its first replacement was kept, so a session whose last
-    -- re-initialize was adopted read unrecovered, that pair missing and its first
-    -- replacement orphaned)
+    -- its last miss is what recovered it (grouped by the stale session alone, only
+    -- its first replacement was kept, so a session whose last re-initialize was
+    -- adopted read unrecovered, that pair missing and its first replacement
+    -- orphaned: found reading this SQL, 2026-12-05)
     SELECT m.stale_h AS c_stale_h, (i.replacement_h, i.replacement) AS c_replacement, i.init_t AS c_init_t, max(m.t) AS c_miss_t
     -- each miss with the client's first initialize at or after it (ASOF: the
     -- earliest replacement in its window, if any, without pairing every miss
