@@ -3,10 +3,12 @@
 -- user agent: the new initialize usually comes on a new TCP connection) within
 -- window_s seconds (its end included, to the microsecond: compared as whole
 -- microseconds, as in refused_misses.sql). Each replacement is credited to one
--- stale session (the latest miss before it). adopted: some later request carried
--- B. Joined on the hashed keys; only the initializes of refused clients, and the
--- requests carrying a replacement, are read. The misses are the refused lines
--- themselves (the neighbours proxy_refused.sql finds for them are not needed here).
+-- stale session (the latest miss before it). adopted: some request in the range
+-- carried B (at any time: the hourly rollup records no time; a minted key is new,
+-- so only a reused or client-chosen id is seen before its initialize). Joined on
+-- the hashed keys; only the initializes of refused clients, and the requests
+-- carrying a replacement, are read. The misses are the refused lines themselves
+-- (the neighbours proxy_refused.sql finds for them are not needed here).
 -- requires: proxy_lines, proxy_signal_lines
 WITH
 -- whether a replacement was used: the hours the range covers whole (bound:
