@@ -22,14 +22,15 @@ export interface NamedQuery {
   readonly columns: Readonly<Record<string, string>>;
 }
 
-/**
- * µs-precision UTC time ({@link parseTimeMicros}), bound as `DateTime64(6, 'UTC')` so
- * the engine does not read it in the host's time zone either.
- */
 /** The earliest time a time parameter takes: 1900-01-01T00:00:00Z, µs since the epoch. */
 export const MIN_TIME_PARAM_MICROS = -2_208_988_800_000_000;
 /** The latest time a time parameter takes: 2200-01-01T00:00:00Z, µs since the epoch (included). */
 export const MAX_TIME_PARAM_MICROS = 7_258_118_400_000_000;
+
+/**
+ * µs-precision UTC time ({@link parseTimeMicros}), bound as `DateTime64(6, 'UTC')` so
+ * the engine does not read it in the host's time zone either.
+ */
 
 const Time = z.union([z.number(), z.string().min(1)]).transform((v, ctx) => {
   const us = parseTimeMicros(v);
@@ -662,7 +663,7 @@ export function resolveProxyGapWindow(store: Store, bound: Record<string, unknow
   const span = (parseTimeMicros(String(bound.t_to)) ?? 0) - (parseTimeMicros(String(bound.t_from)) ?? 0);
   if (span <= GAP_SCAN_UP_TO_US) return Promise.resolve({ minutes: [], scan: true });
   return memoized(`proxy_gap_window ${JSON.stringify(params)}`, memo, async () => {
-    const [row] = await store.query<{ minutes: string[] }>(querySql('checks/proxy_5xx_minutes') + (await analysisSettings(store, 'checks/proxy_5xx_minutes')), params);
+    const [row] = await store.query<{ minutes: string[] }>(await statementSql(store, 'checks/proxy_5xx_minutes'), params);
     // minute starts as µs; a DateTime parameter takes the text without the fraction
     const near = new Set<number>();
     for (const m of row?.minutes ?? []) {
@@ -672,7 +673,7 @@ export function resolveProxyGapWindow(store: Store, bound: Record<string, unknow
     }
     const minutes = [...near].map((us) => formatTimeMicros(us).slice(0, 19));
     if (minutes.length === 0) return { minutes, scan: false };
-    const [check] = await store.query<{ scan: number }>(querySql('checks/proxy_gap_window') + (await analysisSettings(store, 'checks/proxy_gap_window')), { ...params, proxy_gap_minutes: minutes, proxy_gap_near: GAP_NEAR_MINUTES });
+    const [check] = await store.query<{ scan: number }>(await statementSql(store, 'checks/proxy_gap_window'), { ...params, proxy_gap_minutes: minutes, proxy_gap_near: GAP_NEAR_MINUTES });
     return { minutes, scan: check?.scan === 1 };
   });
 }
@@ -775,7 +776,7 @@ export async function checkMcpPaths(store: Store, params: Record<string, unknown
   const bound = bindCheckParams('mcp_paths check', params);
   const configured = bound.mcp_paths as string[];
   if (configured.length === 0) return null;
-  const [row] = await store.query<{ matched: string[]; endpoints: string[]; endpoint_count: number | string }>(querySql('checks/mcp_paths') + (await analysisSettings(store, 'checks/mcp_paths')), bound);
+  const [row] = await store.query<{ matched: string[]; endpoints: string[]; endpoint_count: number | string }>(await statementSql(store, 'checks/mcp_paths'), bound);
   const found = new Set(row?.matched ?? []);
   const matched = configured.filter((p) => found.has(p));
   const unmatched = configured.filter((p) => !found.has(p));
@@ -814,9 +815,19 @@ function bindCheckParams(label: string, params: Record<string, unknown>, own?: C
  */
 async function runCheck<T>(store: Store, name: string, params: Record<string, unknown>, own?: CheckParams, memo?: EndpointPathsMemo): Promise<T[]> {
   const bound = bindCheckParams(`${name} check`, params, own);
-  const sql = querySql(`checks/${name}`);
+  const sql = await statementSql(store, `checks/${name}`);
   await bindInternalParams(store, sql, bound, memo);
-  return store.query<T>(sql + (await analysisSettings(store, `checks/${name}`)), bound);
+  return store.query<T>(sql, bound);
+}
+
+/**
+ * The statement sent for named query or check `name` (`checks/<name>`): its SQL
+ * ({@link querySql}) with the inline settings it runs with on `store`
+ * ({@link analysisSettings}).
+ * @throws Error when a query or fragment file is missing; a store error from the settings lookup.
+ */
+async function statementSql(store: Store, name: string): Promise<string> {
+  return querySql(name) + (await analysisSettings(store, name));
 }
 
 /** One server restart, as the `restarts` query's server rows name it (times are store DateTime64 text, UTC). */
@@ -1064,8 +1075,8 @@ export async function resolveQuerySql(store: Store, name: string, bound: Record<
   if (narrower !== undefined) {
     // (the check and the SQL resolve the same endpoint paths and gap window: once)
     memo ??= new Map();
-    const check = querySql(`checks/${narrower.check}`);
-    const [row] = await store.query<{ n: number | string }>(check + (await analysisSettings(store, `checks/${narrower.check}`)), await bindInternalParams(store, check, bound, memo));
+    const check = await statementSql(store, `checks/${narrower.check}`);
+    const [row] = await store.query<{ n: number | string }>(check, await bindInternalParams(store, check, bound, memo));
     narrowed = Number(row?.n) === 0;
   }
   const sql = narrowed && narrower ? querySql(narrower.sql, narrower.substitutes) : querySql(name, PARAM_FORMS[name]?.(bound) ?? {});
