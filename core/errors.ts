@@ -45,7 +45,7 @@ export const ERROR_CODES = {
     message: 'the store rejected a statement',
     retriable: false,
     httpStatus: 400,
-    fix: "The engine's own error follows the message; for ad hoc SQL fix the statement (a table's columns: SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'events').",
+    fix: "The engine's own error follows the message; for ad hoc SQL fix the statement (a table's columns: SELECT name, type FROM system.columns WHERE database = currentDatabase() AND table = 'proxy_access', naming the table the statement reads).",
   },
   CONT_ERR_STORE_STDIN: {
     message: 'the embedded engine found data waiting on standard input and refused to write',

@@ -196,9 +196,12 @@ describe('bad input through the CLI', () => {
     expect(joined.stderr).not.toMatch(/warning/);
     const again = await continuity(['import', 'caddy', access], dir);
     expect(again.code).toBe(0);
-    expect(again.stderr).toMatch(/^warning: 1 of these access log\(s\) were imported before, and this import has no --errors: .* may lose their upstream_error; import them again with --errors <error\.log> to keep it\.$/m);
+    expect(again.stderr).toMatch(/^warning: 1 of these access log\(s\) was imported before, and this import has no --errors: .* may lose their upstream_error; import them again with --errors <error\.log> to keep it\.$/m);
     const stored = await continuity(['sql', "SELECT countIf(upstream_error != '') AS n FROM proxy_access FINAL", '--format', 'json'], dir);
     expect(JSON.parse(stored.stdout)).toEqual({ n: '0' });
+    // imported again under other labels: the warning names both, a label dropped too
+    const relabelled = await continuity(['import', 'caddy', access, '--errors', errors, '--service', 'mcp-b'], dir);
+    expect(relabelled.stderr).toMatch(/was imported before with no --service and no --environment; its lines now carry --service "mcp-b" and no --environment \(/);
     // the same log imported twice with its error log keeps them, and says nothing
     const fresh = freshDir();
     expect((await continuity(['import', 'caddy', access, '--errors', errors], fresh)).stderr).not.toMatch(/warning/);

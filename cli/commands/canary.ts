@@ -40,7 +40,8 @@ Gates file example (YAML; unknown gates or fields are refused):
   unsettled_at_shutdown: { enabled: false }
 
 Windows: the deploy window runs from the restart's down_from (the previous boot's
-shutdown or last 2xx) to --after past the boot, or to the service's next restart when that
+shutdown or last 2xx; for a restart only the proxy log shows, the last response the
+upstream served before the gap, whatever its status) to --after past the boot, or to the service's next restart when that
 comes sooner; the baseline is as long, just before.
 Bounds: one-sided 95% Clopper–Pearson lower bounds on the share of sessions that kept
 working and of requests that succeeded, with the clean observations still needed for 99%.
@@ -63,7 +64,7 @@ export function registerCanary(program: Command): void {
   program
     .command('canary')
     .description('post-deploy canary: gates over one deploy window and success bounds; exit 0 pass, 1 fail, 2 cannot evaluate')
-    .option('--deploy <release|boot_id|latest|time>', 'the deploy: a release, a boot_id, latest (the most recent restart), or a time (ISO-8601, a date, or epoch seconds: the last restart up at or before it)')
+    .option('--deploy <release|boot_id|latest|time>', 'the deploy: a release, a boot_id, latest (the most recent restart), or a time (ISO-8601, a date (its midnight, UTC), or epoch seconds of 9 digits or more: the last restart up at or before it)')
     .option('--after <duration>', 'how long after the boot the deploy window runs (e.g. 90s, 15m, 1h; a bare number is seconds)', `${DEFAULT_AFTER_S / 60}m`)
     .option('--baseline <duration>', 'baseline length before the restart, a duration like --after (default: as long as the deploy window)')
     .option('--format <format>', 'md | json | html', 'md')

@@ -153,7 +153,7 @@ async function runImport(store: Store, config: Config, access: string[], flags: 
 function warnRelabelled(report: ImportReport): void {
   // (quoted, with control and bidi characters shown as escapes: core/text.ts)
   const labels = (l: { service: string; environment: string }) =>
-    `${l.service ? `--service ${oneLine(JSON.stringify(l.service))}` : 'no --service'}${l.environment ? ` --environment ${oneLine(JSON.stringify(l.environment))}` : ''}`;
+    `${l.service ? `--service ${oneLine(JSON.stringify(l.service))}` : 'no --service'}${l.environment ? ` --environment ${oneLine(JSON.stringify(l.environment))}` : ' and no --environment'}`;
   for (const r of report.relabelled) {
     process.stderr.write(
       `warning: ${r.path} was imported before with ${r.before.map(labels).join(', and with ')}; its lines now carry ${labels(r.now)} ` +
@@ -211,7 +211,7 @@ async function warnUpstreamErrorsReplaced(store: Store, report: ImportReport): P
   );
   if (!row || Number(row.again) === 0 || Number(row.errors) === 0) return;
   process.stderr.write(
-    `warning: ${Number(row.again)} of these access log(s) were imported before, and this import has no --errors: ` +
+    `warning: ${Number(row.again)} of these access log(s) ${Number(row.again) === 1 ? 'was' : 'were'} imported before, and this import has no --errors: ` +
       'their lines replace the stored copies (the newest copy of a line wins), so lines joined to an upstream error before may lose ' +
       'their upstream_error; import them again with --errors <error.log> to keep it.\n',
   );
