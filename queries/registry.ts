@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { formatTimeMicros, parseTimeMicros } from '../core/time.ts';
 import { ContinuityError } from '../core/errors.ts';
-import type { Store } from '../store/index.ts';
+import { readRetention, type Retention, type Store } from '../store/index.ts';
 
 /**
  * Named queries (DESIGN §4): plain ClickHouse SQL in `queries/sql/<name>.sql`
@@ -579,10 +579,14 @@ function boundMicros(bound: Record<string, unknown>, k: 't_from' | 't_to'): numb
  * bounds as the hours' as bound times ('YYYY-MM-DD hh:mm:ss.ffffff', UTC), for the row tables.
  * @param bound the bound common parameters: `t_from`, `t_to` as {@link bindParams}
  *   returns them ('YYYY-MM-DD hh:mm:ss.ffffff', UTC).
+ * @param keptFrom µs since the epoch before which no hour is whole (default 0): the
+ *   store's retention edge ({@link rollupsKeptFrom}). A rollup row expires with its
+ *   hour's or day's first second, the rows in it one by one up to an hour or a day
+ *   later, so an hour or day that starts before the edge is read from the rows.
  * @throws RangeError when either time is not such a text.
  */
-export function wholeHours(bound: Record<string, unknown>): { whole_hour_lo: number; whole_hour_hi: number; whole_day_lo: number; whole_day_hi: number; whole_from: string; whole_to: string } {
-  const lo = Math.min(Math.ceil(boundMicros(bound, 't_from') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
+export function wholeHours(bound: Record<string, unknown>, keptFrom = 0): { whole_hour_lo: number; whole_hour_hi: number; whole_day_lo: number; whole_day_hi: number; whole_from: string; whole_to: string } {
+  const lo = Math.min(Math.ceil(Math.max(boundMicros(bound, 't_from'), keptFrom) / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
   const hi = Math.min(Math.floor(boundMicros(bound, 't_to') / HOUR_US) * 3600, LAST_ROLLUP_HOUR_S);
   return {
     whole_hour_lo: lo,
@@ -607,10 +611,12 @@ const LAST_WHOLE_MINUTE_S = 4_294_967_220;
  * same bounds as bound times, for the row tables. Times before 1970 count as 1970;
  * minutes after the last one a DateTime holds whole are not whole.
  * @param bound the bound common parameters, as {@link wholeHours} takes them.
+ * @param keptFrom µs since the epoch before which no minute is whole (default 0): the
+ *   store's retention edge, as {@link wholeHours} takes it.
  * @throws RangeError when either time is not a bound time.
  */
-export function wholeMinutes(bound: Record<string, unknown>): { whole_minute_lo: number; whole_minute_hi: number; whole_minute_from: string; whole_minute_to: string } {
-  const lo = Math.min(Math.ceil(boundMicros(bound, 't_from') / MINUTE_US) * 60, LAST_WHOLE_MINUTE_S);
+export function wholeMinutes(bound: Record<string, unknown>, keptFrom = 0): { whole_minute_lo: number; whole_minute_hi: number; whole_minute_from: string; whole_minute_to: string } {
+  const lo = Math.min(Math.ceil(Math.max(boundMicros(bound, 't_from'), keptFrom) / MINUTE_US) * 60, LAST_WHOLE_MINUTE_S);
   const hi = Math.min(Math.floor(boundMicros(bound, 't_to') / MINUTE_US) * 60, LAST_WHOLE_MINUTE_S);
   return { whole_minute_lo: lo, whole_minute_hi: hi, whole_minute_from: formatTimeMicros(lo * 1e6), whole_minute_to: formatTimeMicros(hi * 1e6) };
 }
@@ -625,14 +631,54 @@ export function wholeMinutes(bound: Record<string, unknown>): { whole_minute_lo:
  */
 export async function bindInternalParams(store: Store, sql: string, bound: Record<string, unknown>, memo?: EndpointPathsMemo): Promise<Record<string, unknown>> {
   if (sql.includes('{endpoint_paths:') || sql.includes('{proxy_gap_')) bound.endpoint_paths = await resolveEndpointPaths(store, bound, memo);
-  if (/\{whole_(hour_lo|hour_hi|day_lo|day_hi|from|to):/.test(sql)) Object.assign(bound, wholeHours(bound));
-  if (sql.includes('{whole_minute_')) Object.assign(bound, wholeMinutes(bound));
+  const hours = /\{whole_(hour_lo|hour_hi|day_lo|day_hi|from|to):/.test(sql);
+  const minutes = sql.includes('{whole_minute_');
+  const keptFrom = hours || minutes ? await rollupsKeptFrom(store) : 0;
+  if (hours) Object.assign(bound, wholeHours(bound, keptFrom));
+  if (minutes) Object.assign(bound, wholeMinutes(bound, keptFrom));
   if (sql.includes('{proxy_gap_')) {
     const gaps = await resolveProxyGapWindow(store, bound, memo);
     bound.proxy_gap_minutes = gaps.minutes;
     bound.proxy_gap_scan = gaps.scan ? 1 : 0;
   }
   return bound;
+}
+
+/** The retention of each store, read once ({@link rollupsKeptFrom}). */
+const retentions = new WeakMap<Store, Promise<Retention>>();
+
+/**
+ * How far past the retention's cutoff a rollup bucket must start to be read whole
+ * (µs): the engine drops a row whose `ts` + the retention is past its own now, which
+ * keeps moving between this bind and the statement's merge or write.
+ */
+const RETENTION_EDGE_MARGIN_US = 60_000_000;
+
+/**
+ * The earliest time (µs since the epoch) from which `store`'s rollups hold every hour,
+ * day and minute whole: its retention cutoff (store/retention.ts) plus a minute, or 0
+ * when it keeps events for ever. The rollups (schema/migrations/0008, 0014, 0016,
+ * 0017) expire a bucket's row with the bucket's first second, while the rows in it
+ * expire one by one up to a day later (and a bucket written already past its first
+ * second's expiry is dropped as it is written), so a bucket that starts before the
+ * cutoff may have lost its row while its rows are kept: such a bucket is read from
+ * the rows ({@link wholeHours}, {@link wholeMinutes}). Found by a break-it pass: a log
+ * imported with its first hours past the 2-day cutoff of a day (2026-12-03 12:00 with
+ * the cutoff at 13:54) gave `session_continuity` no session over a range that held
+ * the day whole, and 154 over one that began at 13:00. The retention is read once per
+ * store ({@link readRetention}, which re-reads it now and then); a failed read is
+ * forgotten, so the next call tries again.
+ * @throws the store's coded error when the retention cannot be read (CONT_ERR_STORE_*).
+ */
+export async function rollupsKeptFrom(store: Store): Promise<number> {
+  let retention = retentions.get(store);
+  if (retention === undefined) {
+    retention = readRetention(store);
+    retentions.set(store, retention);
+    retention.catch(() => retentions.delete(store));
+  }
+  const cutoff = (await retention).cutoffMicros();
+  return Number.isFinite(cutoff) ? Math.max(cutoff + RETENTION_EDGE_MARGIN_US, 0) : 0;
 }
 
 /** Minutes before and after a 5xx's minute whose lines the restart gaps read. */
@@ -705,7 +751,7 @@ export async function resolveEndpointPaths(store: Store, bound: Record<string, u
   const common = Object.fromEntries(Object.keys(commonTypes).map((k) => [k, bound[k]]));
   endpointSql ??= withFragments('-- requires: proxy_endpoints\nSELECT groupUniqArray(url_path) AS paths FROM proxy_endpoints');
   return memoized(JSON.stringify(common), memo, async () => {
-    const [row] = await store.query<{ paths: string[] }>(endpointSql! + (await analysisSettings(store, 'proxy_endpoints')), { ...common, ...wholeHours(common) });
+    const [row] = await store.query<{ paths: string[] }>(endpointSql! + (await analysisSettings(store, 'proxy_endpoints')), { ...common, ...wholeHours(common, await rollupsKeptFrom(store)) });
     return row?.paths ?? [];
   });
 }

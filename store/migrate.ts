@@ -180,10 +180,15 @@ export async function migrate(
  * of 0008 and arrival_outcomes of 0010/0011 keep the hour in `ts`; the signal rows
  * of 0012 are copies of rows of proxy_access and server_requests; the paths by the
  * hour of 0014; the session rollups by the day of 0016 keep the day; the 2xx by the
- * minute of 0017 keep the minute, so a minute's row expires with its first second
- * and, at the retention edge, a range reads that minute's later 2xx from nowhere for
- * up to a minute, as it does an hour's from the hourly rollups). Each has
- * `TTL toDateTime(ts) + …`.
+ * minute of 0017 keep the minute). So a bucket's row expires with its first second,
+ * while the rows in it expire one by one up to a minute, an hour or a day later: the
+ * named queries read a bucket that starts before the retention's cutoff from the
+ * rows, not from its rollup (queries/registry.ts `rollupsKeptFrom`). Two reads still
+ * take the cutoff's hour from a rollup: `settlements` (arrival_outcomes by the hour,
+ * which it alone reads: up to an hour of arrivals just past the cutoff goes uncounted
+ * once that hour's row expires), and the hourly rollups' sessions before a range
+ * (`refused_misses`' 2xx before the range, `session_continuity`'s sessions refused
+ * before it). Each has `TTL toDateTime(ts) + …`.
  */
 export const RETAINED_TABLES: readonly string[] = [
   'events',
