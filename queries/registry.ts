@@ -29,10 +29,21 @@ export const MAX_TIME_PARAM_MICROS = 7_258_118_400_000_000;
 
 /**
  * µs-precision UTC time ({@link parseTimeMicros}), bound as `DateTime64(6, 'UTC')` so
- * the engine does not read it in the host's time zone either.
+ * the engine does not read it in the host's time zone either. Eight digits that are
+ * also a date in ISO 8601's basic form (`20261203`) are refused as ambiguous rather
+ * than read as epoch seconds in 1970 (a break-it pass: `--from 20261203` ran from
+ * 1970-08-23); `canary --deploy` takes epoch seconds of 9 digits or more for the same reason.
  */
-
 const Time = z.union([z.number(), z.string().min(1)]).transform((v, ctx) => {
+  const basic = typeof v === 'string' ? /^(\d{4})(\d{2})(\d{2})$/.exec(v.trim()) : null;
+  const asDate = basic ? parseTimeMicros(`${basic[1]}-${basic[2]}-${basic[3]}`) : undefined;
+  if (basic && asDate !== undefined && asDate >= MIN_TIME_PARAM_MICROS) {
+    ctx.addIssue({
+      code: 'custom',
+      message: `${v.toString().trim()} is ambiguous: epoch seconds (${formatTimeMicros(Number(basic[0]) * 1e6).slice(0, 19)}) or the date ${basic[1]}-${basic[2]}-${basic[3]}: write the date as ${basic[1]}-${basic[2]}-${basic[3]}, or the seconds as ${basic[0]}.0`,
+    });
+    return z.NEVER;
+  }
   const us = parseTimeMicros(v);
   if (us === undefined || us < MIN_TIME_PARAM_MICROS || us > MAX_TIME_PARAM_MICROS) {
     ctx.addIssue({ code: 'custom', message: 'a time from 1900 to 2200: ISO-8601 / RFC 3339 (no offset: UTC), "YYYY-MM-DD hh:mm:ss[.ffffff]" (UTC) or epoch seconds' });

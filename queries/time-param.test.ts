@@ -34,6 +34,17 @@ describe('time parameters (parseTimeMicros)', () => {
     }
   });
 
+  it('refuses eight digits that are also a compact date (20261203), and keeps epoch seconds otherwise', () => {
+    // (a break-it pass: --from 20261203 ran from 1970-08-23 12:06:43)
+    expect(() => bindParams('restarts', { t_from: '20261203' })).toThrow(/20261203 is ambiguous: epoch seconds \(1970-08-23 12:06:43\) or the date 2026-12-03: write the date as 2026-12-03, or the seconds as 20261203\.0/);
+    expect(bindParams('restarts', { t_from: '20261203.0' })).toMatchObject({ t_from: '1970-08-23 12:06:43.000000' });
+    expect(bindParams('restarts', { t_from: 20261203 })).toMatchObject({ t_from: '1970-08-23 12:06:43.000000' });
+    // not a date: read as epoch seconds, as before
+    expect(bindParams('restarts', { t_from: '20261399' })).toMatchObject({ t_from: formatTimeMicros(20261399e6) });
+    expect(bindParams('restarts', { t_from: '1796011472' })).toMatchObject({ t_from: '2026-11-30 04:04:32.000000' });
+    expect(bindParams('restarts', { t_from: '0' })).toMatchObject({ t_from: '1970-01-01 00:00:00.000000' });
+  });
+
   it('lets a range inside one millisecond through, and orders by microseconds', () => {
     const p = bindParams('proxy_traffic', { t_from: '2026-11-30 04:04:32.545440', t_to: '2026-11-30 04:04:32.545999' });
     expect(p).toMatchObject({ t_from: '2026-11-30 04:04:32.545440', t_to: '2026-11-30 04:04:32.545999' });

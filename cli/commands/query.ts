@@ -10,7 +10,7 @@ export function registerQuery(program: Command): void {
     .command('query')
     .description('run a named query with bound parameters')
     .argument('[name]', `one of: ${Object.keys(NAMED_QUERIES).join(', ')}`)
-    .option('-p, --param <name=value>', 'a query parameter (repeatable); an Array parameter takes its values comma-separated (mcp_paths=/mcp,/v2/mcp); a time (t_from, t_to) is ISO 8601 / RFC 3339 (no offset: UTC), "YYYY-MM-DD hh:mm:ss[.ffffff]" (UTC) or epoch seconds', (v: string, acc: string[] | undefined) => [...(acc ?? []), v])
+    .option('-p, --param <name=value>', 'a query parameter (repeatable); an Array parameter takes its values comma-separated (mcp_paths=/mcp,/v2/mcp); a time (t_from, t_to) is ISO 8601 / RFC 3339 (no offset: UTC), "YYYY-MM-DD hh:mm:ss[.ffffff]" (UTC) or epoch seconds (eight digits that are also a date, 20261203, are refused as ambiguous)', (v: string, acc: string[] | undefined) => [...(acc ?? []), v])
     .option('-f, --format <format>', 'table | json | csv', 'table')
     .option('--list', 'list the named queries with their parameters and row shapes')
     .action(async (name: string | undefined, opts: { param?: string[]; format: RowFormat; list?: boolean; dataDir?: string }, cmd: Command) => {

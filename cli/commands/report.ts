@@ -37,7 +37,7 @@ export function reportParams(flags: ReportFlags, config: Pick<Config, 'mcpPaths'
 /** Adds the report flags to a command. */
 export function withReportOptions(cmd: Command): Command {
   return cmd
-    .option('--from <time>', 'start of the range: ISO-8601 / RFC 3339 (an offset, or none: UTC), "YYYY-MM-DD[ hh:mm[:ss[.ffffff]]]" (UTC) or epoch seconds')
+    .option('--from <time>', 'start of the range: ISO-8601 / RFC 3339 (an offset, or none: UTC), "YYYY-MM-DD[ hh:mm[:ss[.ffffff]]]" (UTC) or epoch seconds (eight digits that are also a date, 20261203, are refused as ambiguous)')
     .option('--to <time>', 'end of the range (exclusive), in the forms --from takes')
     .option('--service <name>', 'only this service')
     .option('--environment <name>', 'only this environment')
