@@ -20,4 +20,17 @@ describe('ingest token (CONTINUITY_INGEST_TOKEN / --token)', () => {
     expect(isContinuityError(error, 'CONT_ERR_CONFIG')).toBe(true);
     expect((error as Error).message).toContain('CONTINUITY_INGEST_TOKEN/--token');
   });
+
+  it('refuses a token with a character a Bearer token cannot hold, in a message that prints on one line', () => {
+    // (the message held a raw carriage return, and a terminal overwrote its start: a break-it pass)
+    let error: unknown;
+    try {
+      loadConfig({ CONTINUITY_INGEST_TOKEN: 'aaaaaaaaaaaaaaaa%aa' }, { dataDir: '/tmp/x' });
+    } catch (err) {
+      error = err;
+    }
+    expect(isContinuityError(error, 'CONT_ERR_CONFIG')).toBe(true);
+    expect((error as Error).message).toMatch(/for a trailing carriage return \(\\r\) or newline/);
+    expect((error as Error).message).not.toMatch(/[\r\n]/);
+  });
 });

@@ -76,7 +76,7 @@ export const ConfigSchema = z.object({
     .string()
     .min(16, 'at least 16 characters')
     .max(512)
-    .regex(/^[A-Za-z0-9._~+/-]+=*$/, "letters, digits and - . _ ~ + / (then = padding) only, as a Bearer token is sent (RFC 6750 §2.1); no spaces or line ends: check a token read from a file for a trailing \r or newline")
+    .regex(/^[A-Za-z0-9._~+/-]+=*$/, "letters, digits and - . _ ~ + / (then = padding) only, as a Bearer token is sent (RFC 6750 §2.1); no spaces or line ends: check a token read from a file for a trailing carriage return (\\r) or newline")
     .optional(),
   kafka: z
     .object({
