@@ -114,7 +114,8 @@ const INGEST_ROUTES: ReadonlySet<string> = new Set(['/v1/logs', '/v1/events']);
  * - `POST /v1/logs` — OTLP/HTTP logs (protobuf or JSON, optionally gzip), each
  *   record mapped onto the event contract; per the OTLP spec, records that fail
  *   validation are reported as `partialSuccess.rejectedLogRecords` with 200, and the
- *   valid records of the same request are kept. A body that is not an
+ *   valid records of the same request are kept; a record that carries two events (an
+ *   `exchange`: arrival and settlement) is stored whole or not at all. A body that is not an
  *   ExportLogsServiceRequest at all is a 400.
  *   A record with an attribute value or body nested more than `MAX_NESTING_DEPTH`
  *   (64) arrays and kvlists deep (protobuf: more than the decoder's 100 nested
@@ -294,7 +295,9 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
       throw err;
     }
     // A record may carry several events (the collector's `exchange` record: arrival +
-    // settlement); a record is rejected when any of its events is, and its valid events are kept.
+    // settlement); a record is rejected when any of its events is, and then none of its
+    // events is stored (an exchange's arrival stored without its refused settlement was
+    // an arrival never settled, counted unsettled at its boot's shutdown: a break-it pass).
     // A record the decoder already found unusable (too deep, a __proto__ key) is not mapped.
     const mapped: unknown[] = [];
     const recordOf: number[] = [];
@@ -318,8 +321,10 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
       }
     });
     const { events, rejected: invalid, inputIndex } = await validate(mapped);
-    const delivered = await deliver(events, inputIndex);
-    for (const r of byIndex(invalid, delivered)) {
+    const invalidRecords = new Set(invalid.map((r) => recordOf[r.index]!));
+    const whole = events.map((_, k) => !invalidRecords.has(recordOf[inputIndex[k]!]!));
+    const delivered = await deliver(events.filter((_, k) => whole[k]), inputIndex.filter((_, k) => whole[k]));
+    for (const r of byIndex(invalid.map(exchangeIssues(mapped)), delivered)) {
       const index = recordOf[r.index]!;
       const issues = refused.get(index);
       if (issues) issues.push(...r.issues);
@@ -388,6 +393,27 @@ function tooManyRecords(what: string, count: number): ContinuityError {
   return new ContinuityError('CONT_ERR_BODY_TOO_LARGE', `over ${MAX_RECORDS_PER_REQUEST} ${what} in one request (${count} or more); send them in smaller requests`, {
     details: { limitRecords: MAX_RECORDS_PER_REQUEST, records: count },
   });
+}
+
+/**
+ * The issues of a refused mapped event as the producer sent them: an `exchange`
+ * record's arrival takes its `event_id` from `arrival_id` (collectors/mcp/log-record.ts
+ * logRecordToEvents), so an `event_id` issue there is about the `arrival_id` the record
+ * carried (a break-it pass: an exchange with arrival_id "req-1" was refused for an
+ * `event_id` it never sent). Other issues are returned as they are.
+ * @param mapped the mapped events, at the indexes the refusals name.
+ */
+function exchangeIssues(mapped: readonly unknown[]): (r: RejectedRecord) => RejectedRecord {
+  return (r) => {
+    const e = mapped[r.index] as { event_type?: unknown; event_id?: unknown; arrival_id?: unknown } | null | undefined;
+    if (!e || e.event_type !== 'arrival' || e.event_id === undefined || e.event_id !== e.arrival_id) return r;
+    return {
+      index: r.index,
+      issues: r.issues.map((i) =>
+        i.path === 'event_id' ? { ...i, path: 'arrival_id', message: `${i.message} (an exchange record's arrival_id is its arrival's event_id, a UUID)` } : i,
+      ),
+    };
+  };
 }
 
 /** Two lists of refused inputs, each in input order, as one in input order. */

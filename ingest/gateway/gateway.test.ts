@@ -175,6 +175,39 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
     expect(await stored("service = 'partial'")).toBe(1);
   });
 
+  it('stores an exchange record whole or not at all, and names the arrival_id an exchange carried when it is not a UUID', async () => {
+    // (a break-it pass: an exchange whose settlement was refused kept its arrival, an
+    // arrival never settled; one with arrival_id "req-1" was refused for an event_id)
+    const ts = String((Date.now() - 60_000) * 1_000_000);
+    const exchange = (arrivalId: string, outcome: string) => ({
+      timeUnixNano: ts,
+      eventName: 'exchange',
+      attributes: [
+        { key: 'continuity.arrival_id', value: { stringValue: arrivalId } },
+        { key: 'http.request.method', value: { stringValue: 'POST' } },
+        { key: 'http.response.status_code', value: { intValue: '200' } },
+        { key: 'continuity.outcome', value: { stringValue: outcome } },
+      ],
+    });
+    const body = {
+      resourceLogs: [
+        {
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-exchange' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-exchange' } }] },
+          scopeLogs: [{ logRecords: [exchange(randomUUID(), 'weird'), exchange('req-1', 'ok'), exchange(randomUUID(), 'ok')] }],
+        },
+      ],
+    };
+    const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: auth, payload: body });
+    expect(res.statusCode).toBe(200);
+    const partial = res.json().partialSuccess;
+    expect(partial.rejectedLogRecords).toBe(2);
+    expect(partial.errorMessage).toMatch(/^record 0: outcome invalid_value: /);
+    expect(partial.errorMessage).toMatch(/record 1: arrival_id invalid_format: .*\(an exchange record's arrival_id is its arrival's event_id, a UUID\)/);
+    // the third record's arrival and settlement, nothing of the other two
+    expect(await stored("service = 'otlp-exchange' AND event_type = 'arrival'")).toBe(1);
+    expect(await stored("service = 'otlp-exchange' AND event_type = 'settlement'")).toBe(1);
+  });
+
   it('names attributes that are not a KeyValue list, and a time that is not decimal digits, instead of reading them as absent', async () => {
     // (an object of attributes was read as none; timeUnixNano "1e18" was reported as
     // "expected number, received undefined": a break-it pass)
