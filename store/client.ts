@@ -1243,7 +1243,9 @@ function refusedInText(wrapped: string): string | undefined {
     if (t.kind === 'word' && t.text === 'SETTINGS' && ++settings > 1) return 'the statement carries its own SETTINGS clause; the store sets readonly and the limits itself';
     if (t.kind === 'word' && t.text === 'APPLY') return 'an APPLY transformer is not run as ad hoc SQL (the checks cannot see its expression); write the expression out';
     const before = word(k - 1);
-    if (t.text === 'file' && before !== 'FROM' && before !== 'JOIN') return 'the file() function reads local files';
+    if (t.text === 'file' && before !== 'FROM' && before !== 'JOIN') {
+      return 'the file() function reads local files, so the word file is refused outside FROM and JOIN: a column or alias named file needs another name';
+    }
     const table = tokens[k + 2]?.text ?? '';
     if (t.text === 'system' && tokens[k + 1]?.text === '.' && Object.hasOwn(SIDE_EFFECT_TABLES, table)) return `system.${table} ${SIDE_EFFECT_TABLES[table]!}`;
     const refused = Object.hasOwn(REFUSED_FUNCTIONS, t.text) ? REFUSED_FUNCTIONS[t.text] : undefined;
