@@ -456,12 +456,14 @@ export function registerConnectionRules(app: FastifyInstance): void {
  */
 export async function registerRequestBodies(app: FastifyInstance): Promise<void> {
   // Content codings are case-insensitive (RFC 9110 §8.4.1); @fastify/compress compares
-  // them as sent, so 'GZIP' was a 415. The header is lowercased before it looks, and
-  // 'identity' (no coding) dropped.
+  // them as sent, so 'GZIP' was a 415. The header is lowercased before it looks,
+  // 'identity' (no coding) dropped, and 'x-gzip' read as 'gzip' (RFC 9110 §8.4.1.3: a
+  // recipient SHOULD consider it equivalent; it was a 415, a break-it pass).
   app.addHook('onRequest', async (req) => {
     const coding = req.headers['content-encoding'];
     if (typeof coding !== 'string') return;
-    const normal = coding.trim().toLowerCase();
+    const lower = coding.trim().toLowerCase();
+    const normal = lower === 'x-gzip' ? 'gzip' : lower;
     if (normal === 'identity' || normal === '') delete req.headers['content-encoding'];
     else req.headers['content-encoding'] = normal;
   });

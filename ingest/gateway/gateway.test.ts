@@ -433,9 +433,10 @@ describe('POST /v1/events', () => {
     expect(await stored("service IN ('events-plain', 'events-gzip')")).toBe(2);
   });
 
-  it('takes a content coding in any case, and identity as none (RFC 9110 §8.4.1)', async () => {
+  it('takes a content coding in any case, identity as none and x-gzip as gzip (RFC 9110 §8.4.1, §8.4.1.3)', async () => {
     for (const [coding, body] of [
       ['GZIP', gzipSync(JSON.stringify([boot({ service: 'events-coding-upper' })]))],
+      ['x-gzip', gzipSync(JSON.stringify([boot({ service: 'events-coding-upper' })]))],
       [' Deflate ', deflateSync(JSON.stringify([boot({ service: 'events-coding-upper' })]))],
       ['identity', Buffer.from(JSON.stringify([boot({ service: 'events-coding-upper' })]))],
     ] as const) {
