@@ -1107,14 +1107,16 @@ function sayPaths(paths: readonly string[]): string {
  *   makes a span only when no proxy-generated 5xx of its service lies between the
  *   two (otherwise it is credited to that gap, whose span is the gap's). Where no
  *   refused miss can be such a transition (`unmatched_transitions` = 0) the
- *   transitions are not computed (`no_proxy_transitions`): 0.3 s less at 10M events.
+ *   transitions are not computed, and the spans are read from the boots and the gaps
+ *   alone (`restart_spans_no_transitions`): 0.3 s less at 10M events, and about 40 ms
+ *   more for the spans built without the restarts' evidence.
  *
  * The check and the query are two statements: a proxy miss written between them is
  * counted by the next call, as a miss written after a query is.
  */
 export const NARROWED_QUERIES: Readonly<Record<string, { readonly check: string; readonly sql: string; readonly substitutes?: Substitutes }>> = Object.freeze({
   refused_misses: { check: 'proxy_misses_alone', sql: 'narrowed/refused_misses' },
-  session_continuity: { check: 'unmatched_transitions', sql: 'session_continuity', substitutes: { proxy_transitions: 'no_proxy_transitions' } },
+  session_continuity: { check: 'unmatched_transitions', sql: 'session_continuity', substitutes: { restart_spans: 'restart_spans_no_transitions' } },
 });
 
 /**

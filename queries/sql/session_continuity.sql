@@ -18,8 +18,8 @@
 -- Each session's facts come from the fragment session_facts (how each is read: see
 -- there), the restarts from restart_spans: the restarts the `restarts` query lists.
 -- Where checks/unmatched_transitions.sql counts nothing, runQuery reads this text with
--- proxy_transitions empty (lib/no_proxy_transitions.sql; queries/registry.ts
--- NARROWED_QUERIES): no transition then adds a span.
+-- restart_spans from the boots and the gaps alone (lib/restart_spans_no_transitions.sql;
+-- queries/registry.ts NARROWED_QUERIES): no transition then adds a span.
 -- requires: session_facts, restart_spans
 WITH
 -- per group (g_all, g_service: below) and start lo, the two earliest ends

@@ -5,7 +5,7 @@
 -- between the two). Only such a transition can add a restart span of its own
 -- (proxy_restarts.sql: a matched one is credited to its gap, whose span is the
 -- gap's), so zero lets `session_continuity` run without computing the transitions
--- (lib/no_proxy_transitions.sql).
+-- (lib/restart_spans_no_transitions.sql).
 -- Without the session's lines: for each miss, g is the last 5xx of its service before
 -- it (the same 5xx rows as proxy_seq.sql; 0 = none). An unmatched transition has its
 -- previous request, a 2xx, at or after g and before the miss, so some hour of the
