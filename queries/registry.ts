@@ -40,7 +40,7 @@ const Time = z.union([z.number(), z.string().min(1)]).transform((v, ctx) => {
   if (basic && asDate !== undefined && asDate >= MIN_TIME_PARAM_MICROS) {
     ctx.addIssue({
       code: 'custom',
-      message: `${v.toString().trim()} is ambiguous: epoch seconds (${formatTimeMicros(Number(basic[0]) * 1e6).slice(0, 19)}) or the date ${basic[1]}-${basic[2]}-${basic[3]}: write the date as ${basic[1]}-${basic[2]}-${basic[3]}, or the seconds as ${basic[0]}.0`,
+      message: `${basic[0]} is ambiguous: epoch seconds (${formatTimeMicros(Number(basic[0]) * 1e6).slice(0, 19)}) or the date ${basic[1]}-${basic[2]}-${basic[3]}: write the date as ${basic[1]}-${basic[2]}-${basic[3]}, or the seconds as ${basic[0]}.0`,
     });
     return z.NEVER;
   }
@@ -673,10 +673,11 @@ const RETENTION_EDGE_MARGIN_US = 60_000_000;
  * expire one by one up to a day later (and a bucket written already past its first
  * second's expiry is dropped as it is written), so a bucket that starts before the
  * cutoff may have lost its row while its rows are kept: such a bucket is read from
- * the rows ({@link wholeHours}, {@link wholeMinutes}). Found by a break-it pass: a log
- * imported with its first hours past the 2-day cutoff of a day (2026-12-03 12:00 with
- * the cutoff at 13:54) gave `session_continuity` no session over a range that held
- * the day whole, and 154 over one that began at 13:00. The retention is read once per
+ * the rows ({@link wholeHours}, {@link wholeMinutes}). Found by a break-it pass: a log of
+ * 2026-12-03 12:00-16:00 imported under a 2-day retention at 13:55 on 2026-12-05 (its
+ * lines after 13:54 kept, its day's rollup row dropped as written) gave
+ * `session_continuity` no session over a range that held the day whole, and 154 over
+ * one that began at 13:00. The retention is read once per
  * store ({@link readRetention}, which re-reads it now and then); a failed read is
  * forgotten, so the next call tries again.
  * @throws the store's coded error when the retention cannot be read (CONT_ERR_STORE_*).
@@ -1109,7 +1110,7 @@ function sayPaths(paths: readonly string[]): string {
  *   refused miss can be such a transition (`unmatched_transitions` = 0) the
  *   transitions are not computed, and the spans are read from the boots and the gaps
  *   alone (`restart_spans_no_transitions`): 0.3 s less at 10M events, and about 40 ms
- *   more for the spans built without the restarts' evidence.
+ *   less again for the spans built without the restarts' evidence.
  *
  * The check and the query are two statements: a proxy miss written between them is
  * counted by the next call, as a miss written after a query is.
