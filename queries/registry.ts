@@ -37,7 +37,7 @@ export const MAX_TIME_PARAM_MICROS = 7_258_118_400_000_000;
 const Time = z.union([z.number(), z.string().min(1)]).transform((v, ctx) => {
   const basic = typeof v === 'string' ? /^(\d{4})(\d{2})(\d{2})$/.exec(v.trim()) : null;
   const asDate = basic ? parseTimeMicros(`${basic[1]}-${basic[2]}-${basic[3]}`) : undefined;
-  if (basic && asDate !== undefined && asDate >= MIN_TIME_PARAM_MICROS) {
+  if (basic && asDate !== undefined && asDate >= MIN_TIME_PARAM_MICROS && asDate <= MAX_TIME_PARAM_MICROS) {
     ctx.addIssue({
       code: 'custom',
       message: `${basic[0]} is ambiguous: epoch seconds (${formatTimeMicros(Number(basic[0]) * 1e6).slice(0, 19)}) or the date ${basic[1]}-${basic[2]}-${basic[3]}: write the date as ${basic[1]}-${basic[2]}-${basic[3]}, or the seconds as ${basic[0]}.0`,

@@ -41,6 +41,9 @@ describe('time parameters (parseTimeMicros)', () => {
     expect(bindParams('restarts', { t_from: 20261203 })).toMatchObject({ t_from: '1970-08-23 12:06:43.000000' });
     // not a date: read as epoch seconds, as before
     expect(bindParams('restarts', { t_from: '20261399' })).toMatchObject({ t_from: formatTimeMicros(20261399e6) });
+    // a date outside 1900-2200 is no reading of its own (a break-it pass was told to write 9999-12-31)
+    expect(bindParams('restarts', { t_from: '99991231' })).toMatchObject({ t_from: formatTimeMicros(99991231e6) });
+    expect(bindParams('restarts', { t_from: '22000102' })).toMatchObject({ t_from: formatTimeMicros(22000102e6) });
     expect(bindParams('restarts', { t_from: '1796011472' })).toMatchObject({ t_from: '2026-11-30 04:04:32.000000' });
     expect(bindParams('restarts', { t_from: '0' })).toMatchObject({ t_from: '1970-01-01 00:00:00.000000' });
   });

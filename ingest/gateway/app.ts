@@ -298,6 +298,8 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     // settlement); a record is rejected when any of its events is, and then none of its
     // events is stored (an exchange's arrival stored without its refused settlement was
     // an arrival never settled, counted unsettled at its boot's shutdown: a break-it pass).
+    // Not for a sink that refuses one event and takes the other (the Kafka producer's
+    // too_large, a sink's expired): such a refusal comes after the other was handed over.
     // A record the decoder already found unusable (too deep, a __proto__ key) is not mapped.
     const mapped: unknown[] = [];
     const recordOf: number[] = [];
@@ -324,11 +326,13 @@ export async function createGateway(options: GatewayOptions): Promise<{ app: Fas
     const invalidRecords = new Set(invalid.map((r) => recordOf[r.index]!));
     const whole = events.map((_, k) => !invalidRecords.has(recordOf[inputIndex[k]!]!));
     const delivered = await deliver(events.filter((_, k) => whole[k]), inputIndex.filter((_, k) => whole[k]));
-    for (const r of byIndex(invalid.map(exchangeIssues(mapped)), delivered)) {
+    const pairs = new Set(recordOf.filter((index, k) => recordOf[k - 1] === index));
+    for (const r of byIndex(invalid.map((r) => (pairs.has(recordOf[r.index]!) ? exchangeIssues(mapped, r) : r)), delivered)) {
       const index = recordOf[r.index]!;
-      const issues = refused.get(index);
-      if (issues) issues.push(...r.issues);
-      else refused.set(index, [...r.issues]);
+      const issues = refused.get(index) ?? [];
+      refused.set(index, issues);
+      // (both events of a record may miss one field: each issue once)
+      for (const i of r.issues) if (!issues.some((j) => j.path === i.path && j.code === i.code && j.message === i.message)) issues.push(i);
     }
     const rejected: RejectedRecord[] = [...refused].sort((a, b) => a[0] - b[0]).map(([index, issues]) => ({ index, issues }));
     const partial = rejected.length
@@ -396,23 +400,23 @@ function tooManyRecords(what: string, count: number): ContinuityError {
 }
 
 /**
- * The issues of a refused mapped event as the producer sent them: an `exchange`
- * record's arrival takes its `event_id` from `arrival_id` (collectors/mcp/log-record.ts
- * logRecordToEvents), so an `event_id` issue there is about the `arrival_id` the record
- * carried (a break-it pass: an exchange with arrival_id "req-1" was refused for an
- * `event_id` it never sent). Other issues are returned as they are.
+ * The issues of a refused event of a record that carried two (an `exchange`) as the
+ * producer sent them: the record's arrival takes its `event_id` from `arrival_id`
+ * (collectors/mcp/log-record.ts logRecordToEvents), so an `event_id` issue there is
+ * about the `arrival_id` the record carried (a break-it pass: an exchange with
+ * arrival_id "req-1" was refused for an `event_id` it never sent). Other issues are
+ * returned as they are.
  * @param mapped the mapped events, at the indexes the refusals name.
+ * @param r a refusal of one of them.
  */
-function exchangeIssues(mapped: readonly unknown[]): (r: RejectedRecord) => RejectedRecord {
-  return (r) => {
-    const e = mapped[r.index] as { event_type?: unknown; event_id?: unknown; arrival_id?: unknown } | null | undefined;
-    if (!e || e.event_type !== 'arrival' || e.event_id === undefined || e.event_id !== e.arrival_id) return r;
-    return {
-      index: r.index,
-      issues: r.issues.map((i) =>
-        i.path === 'event_id' ? { ...i, path: 'arrival_id', message: `${i.message} (an exchange record's arrival_id is its arrival's event_id, a UUID)` } : i,
-      ),
-    };
+function exchangeIssues(mapped: readonly unknown[], r: RejectedRecord): RejectedRecord {
+  const e = mapped[r.index] as { event_type?: unknown; event_id?: unknown; arrival_id?: unknown } | null | undefined;
+  if (!e || e.event_type !== 'arrival' || e.event_id === undefined || e.event_id !== e.arrival_id) return r;
+  return {
+    index: r.index,
+    issues: r.issues.map((i) =>
+      i.path === 'event_id' ? { ...i, path: 'arrival_id', message: `${i.message} (an exchange record's arrival_id is its arrival's event_id, a UUID)` } : i,
+    ),
   };
 }
 

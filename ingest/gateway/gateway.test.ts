@@ -193,16 +193,39 @@ describe('POST /v1/logs (OTLP/HTTP)', () => {
       resourceLogs: [
         {
           resource: { attributes: [{ key: 'service.name', value: { stringValue: 'otlp-exchange' } }, { key: 'continuity.boot_id', value: { stringValue: 'boot-exchange' } }] },
-          scopeLogs: [{ logRecords: [exchange(randomUUID(), 'weird'), exchange('req-1', 'ok'), exchange(randomUUID(), 'ok')] }],
+          scopeLogs: [
+            {
+              logRecords: [
+                exchange(randomUUID(), 'weird'),
+                exchange('req-1', 'ok'),
+                exchange(randomUUID(), 'ok'),
+                // no arrival_id: both events miss it, named once
+                { ...exchange('', 'ok'), attributes: exchange('', 'ok').attributes.slice(1) },
+                // a plain arrival whose uid is not a UUID: its event_id, not an exchange's arrival_id
+                {
+                  timeUnixNano: ts,
+                  eventName: 'arrival',
+                  attributes: [
+                    { key: 'log.record.uid', value: { stringValue: 'req-7' } },
+                    { key: 'continuity.arrival_id', value: { stringValue: 'req-7' } },
+                    { key: 'http.request.method', value: { stringValue: 'POST' } },
+                  ],
+                },
+              ],
+            },
+          ],
         },
       ],
     };
     const res = await app.inject({ method: 'POST', url: '/v1/logs', headers: auth, payload: body });
     expect(res.statusCode).toBe(200);
     const partial = res.json().partialSuccess;
-    expect(partial.rejectedLogRecords).toBe(2);
-    expect(partial.errorMessage).toMatch(/^record 0: outcome invalid_value: /);
-    expect(partial.errorMessage).toMatch(/record 1: arrival_id invalid_format: .*\(an exchange record's arrival_id is its arrival's event_id, a UUID\)/);
+    expect(partial.rejectedLogRecords).toBe(4);
+    const byRecord = (partial.errorMessage as string).split(' | ');
+    expect(byRecord[0]).toMatch(/^record 0: outcome invalid_value: /);
+    expect(byRecord[1]).toMatch(/^record 1: arrival_id invalid_format: .*\(an exchange record's arrival_id is its arrival's event_id, a UUID\)$/);
+    expect(byRecord[2]).toMatch(/^record 3: arrival_id [a-z_]+: [^;]*$/);
+    expect(byRecord[3]).toMatch(/^record 4: event_id invalid_format: (?!.*exchange)/);
     // the third record's arrival and settlement, nothing of the other two
     expect(await stored("service = 'otlp-exchange' AND event_type = 'arrival'")).toBe(1);
     expect(await stored("service = 'otlp-exchange' AND event_type = 'settlement'")).toBe(1);
