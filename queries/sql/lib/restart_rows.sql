@@ -5,7 +5,9 @@
 -- inferred restart is a server boot seen from the proxy: it brackets the boot (same
 -- service, or either unlabelled; the boot within 1 s of the proxy's down..up span)
 -- and only adds its proxy 5xx and evidence; one that brackets none stays, as source
--- 'proxy'. Read by restarts.sql and restart_spans.sql.
+-- 'proxy'. Read by restarts.sql and restart_spans.sql. restart_spans_no_transitions.sql
+-- applies the same rule to the gaps alone (session_continuity's narrowed form): a
+-- change to the rule is a change to both (test/queries-narrowed.test.ts compares them).
 -- requires: proxy_restarts, server_boots
 WITH
 -- each fragment read once into a scalar, and each scalar referenced once: the rows
